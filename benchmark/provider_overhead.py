@@ -1,0 +1,270 @@
+"""Provider overhead on loopback: added latency of `sglang-mx provider` over direct SGLang
+(p50/p99 per request, interleaved so drift hits both alike), streamed chunks/s through each,
+and the cost of per-key prefix-cache isolation (hit rate and latency with it on and off).
+
+    python benchmark/provider_overhead.py                 # starts the bundled MXFP4 model
+    python benchmark/provider_overhead.py --upstream URL  # an SGLang server already running
+
+Prints a table and writes JSON + PNG under benchmark/results/."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sglang_mx.provider.keys import KeyStore
+from sglang_mx.provider.launch import provider_process
+
+MODEL_ID = "bench/tiny"
+RESULTS = Path(__file__).parent / "results"
+
+
+def hardware() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return f"{os.cpu_count()}-core {platform.machine()} CPU ({model}), no GPU"
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("sglang", "sglang-router", "fastapi", "uvicorn", "httpx", "torch"):
+        try:
+            out[pkg] = version(pkg)
+        except Exception:  # noqa: BLE001 - a missing package is recorded, not fatal
+            out[pkg] = "missing"
+    return out
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+def write_pricing(path: Path, upstream_model: str) -> Path:
+    entry = {"id": MODEL_ID, "upstream_model": upstream_model, "context_length": 4096,
+             "max_completion_tokens": 1024, "quantization": "fp4",
+             "usd_per_m": {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}}  # fmt: skip
+    path.write_text(json.dumps(entry))
+    return path
+
+
+def timed_post(client: httpx.Client, url: str, body: dict, headers: dict) -> float:
+    t0 = time.perf_counter()
+    r = client.post(url, json=body, headers=headers)
+    dt_s = time.perf_counter() - t0
+    r.raise_for_status()
+    return dt_s
+
+
+def latency(upstream: str, provider: str, key: str, model: str, n: int) -> dict[str, Any]:
+    """Interleaved direct/provider 1-token completions of one (cached) prompt."""
+    h = {"Authorization": f"Bearer {key}"}
+    direct_body = {"model": model, "prompt": "The quick brown fox", "max_tokens": 1,
+                   "temperature": 0}  # fmt: skip
+    prov_body = dict(direct_body, model=MODEL_ID)
+    direct, via = [], []
+    with httpx.Client(timeout=60) as c:
+        for _ in range(5):  # warm both paths (connections, caches)
+            timed_post(c, upstream + "/v1/completions", direct_body, {})
+            timed_post(c, provider + "/v1/completions", prov_body, h)
+        for _ in range(n):
+            direct.append(timed_post(c, upstream + "/v1/completions", direct_body, {}))
+            via.append(timed_post(c, provider + "/v1/completions", prov_body, h))
+    row: dict[str, Any] = {"requests": n}
+    for name, xs in (("direct", direct), ("provider", via)):
+        row[f"{name}_p50_ms"] = 1e3 * pct(xs, 50)
+        row[f"{name}_p99_ms"] = 1e3 * pct(xs, 99)
+    diffs = [b - a for a, b in zip(direct, via, strict=True)]
+    row["added_p50_ms"] = 1e3 * statistics.median(diffs)
+    row["added_p99_ms"] = row["provider_p99_ms"] - row["direct_p99_ms"]
+    return row
+
+
+def stream_rate(url: str, body: dict, headers: dict) -> tuple[int, float, float]:
+    """(content chunks, seconds from first to last chunk, TTFT seconds)."""
+    t0 = time.perf_counter()
+    first = last = None
+    chunks = 0
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=120) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data:") or line == "data: [DONE]":
+                continue
+            if json.loads(line[5:]).get("choices"):
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                chunks += 1
+    return chunks, (last - first) if chunks > 1 else 0.0, (first or t0) - t0
+
+
+def streaming(upstream: str, provider: str, key: str, model: str, n: int, tokens: int) -> dict:
+    h = {"Authorization": f"Bearer {key}"}
+    body = {"model": model, "messages": [{"role": "user", "content": "Count slowly."}],
+            "max_tokens": tokens, "stream": True, "ignore_eos": True, "temperature": 0}  # fmt: skip
+    out: dict[str, Any] = {"requests": n, "max_tokens": tokens}
+    rates: dict[str, list[float]] = {"direct": [], "provider": []}
+    ttfts: dict[str, list[float]] = {"direct": [], "provider": []}
+    for _ in range(n):
+        for name, url, b, hh in (
+            ("direct", upstream, body, {}),
+            ("provider", provider, dict(body, model=MODEL_ID), h),
+        ):
+            chunks, span, ttft = stream_rate(url + "/v1/chat/completions", b, hh)
+            rates[name].append((chunks - 1) / span if span else 0.0)
+            ttfts[name].append(ttft)
+    for name in rates:
+        out[f"{name}_chunks_per_s"] = statistics.median(rates[name])
+        out[f"{name}_ttft_ms"] = 1e3 * statistics.median(ttfts[name])
+    return out
+
+
+def isolation_cost(upstream: str, pricing: Path, tmp: Path, n: int) -> list[dict[str, Any]]:
+    """Two tenants sharing one long system prompt: hit rate and latency, isolation off vs on."""
+    system = "You are a helpful assistant for the mill. " * 40
+    rows = []
+    for mode in ("off", "on"):
+        db = tmp / f"iso-{mode}.sqlite"
+        store = KeyStore(db)
+        keys = [store.create(f"tenant-{i}")[1] for i in range(2)]
+        httpx.post(upstream + "/flush_cache", timeout=30)
+        prompt_toks = cached = 0
+        lat = []
+        with provider_process(upstream, pricing, db, "--isolation", mode,
+                              "--default-rpm", "100000") as prov:  # fmt: skip
+            for i in range(n):
+                body = {"model": MODEL_ID, "max_tokens": 1, "temperature": 0, "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": f"Question {uuid.uuid4().hex[:6]}?"}]}  # fmt: skip
+                t0 = time.perf_counter()
+                r = httpx.post(prov.url + "/v1/chat/completions", json=body, timeout=60,
+                               headers={"Authorization": f"Bearer {keys[i % 2]}"})  # fmt: skip
+                lat.append(time.perf_counter() - t0)
+                r.raise_for_status()
+                u = r.json()["usage"]
+                prompt_toks += u["prompt_tokens"]
+                cached += u["prompt_tokens_details"]["cached_tokens"]
+        rows.append(
+            {
+                "isolation": mode,
+                "requests": n,
+                "hit_rate": cached / prompt_toks,
+                "p50_ms": 1e3 * pct(lat, 50),
+                "mean_ms": 1e3 * statistics.mean(lat),
+            }
+        )
+    return rows
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lat = result["latency"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    labels = ["p50", "p99"]
+    for i, name in enumerate(("direct", "provider")):
+        vals = [lat[f"{name}_p50_ms"], lat[f"{name}_p99_ms"]]
+        axes[0].bar([x + 0.4 * i for x in range(2)], vals, width=0.4, label=name)
+    axes[0].set_xticks([0.2, 1.2], labels)
+    axes[0].set_ylabel("ms per 1-token request")
+    axes[0].legend()
+    st = result["streaming"]
+    axes[1].bar(["direct", "provider"], [st["direct_chunks_per_s"], st["provider_chunks_per_s"]])
+    axes[1].set_ylabel("stream chunks/s")
+    fig.suptitle(f"provider overhead, {result['meta']['hardware']}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--upstream", help="running SGLang server; default: start the bundled model")
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--streams", type=int, default=5)
+    ap.add_argument("--stream-tokens", type=int, default=128)
+    ap.add_argument("--isolation-requests", type=int, default=12)
+    ap.add_argument("--out", type=Path, default=RESULTS / "provider_overhead.json")
+    args = ap.parse_args()
+    with ExitStack() as stack:
+        upstream = args.upstream
+        if upstream is None:
+            from sglang_mx.assets import bundled_model_path
+            from sglang_mx.testing.server import launch_server
+
+            upstream = stack.enter_context(
+                launch_server(bundled_model_path("mxfp4"), extra_args=["--enable-cache-report"])
+            )
+        model = httpx.get(upstream + "/v1/models", timeout=30).json()["data"][0]["id"]
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        pricing = write_pricing(tmp / "pricing.json", model)
+        db = tmp / "bench.sqlite"
+        _, key = KeyStore(db).create("bench")
+        prov = stack.enter_context(provider_process(upstream, pricing, db,
+                                                    "--default-rpm", "1000000"))  # fmt: skip
+        result = {
+            "meta": {
+                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "hardware": hardware(),
+                "versions": versions(),
+                "model": model,
+                "config": vars(args) | {"out": str(args.out)},
+            },  # fmt: skip
+            "latency": latency(upstream, prov.url, key, model, args.requests),
+            "streaming": streaming(
+                upstream, prov.url, key, model, args.streams, args.stream_tokens
+            ),  # fmt: skip
+            "isolation": isolation_cost(upstream, pricing, tmp, args.isolation_requests),
+        }
+    lat, st = result["latency"], result["streaming"]
+    print(f"{result['meta']['hardware']}  {result['meta']['date']}")
+    print(f"{'':24}{'direct':>10}{'provider':>10}{'added':>10}")
+    print(
+        f"{'p50 ms (1-token req)':24}{lat['direct_p50_ms']:10.2f}{lat['provider_p50_ms']:10.2f}"
+        f"{lat['added_p50_ms']:10.2f}"
+    )
+    print(
+        f"{'p99 ms (1-token req)':24}{lat['direct_p99_ms']:10.2f}{lat['provider_p99_ms']:10.2f}"
+        f"{lat['added_p99_ms']:10.2f}"
+    )
+    print(
+        f"{'stream chunks/s':24}{st['direct_chunks_per_s']:10.1f}"
+        f"{st['provider_chunks_per_s']:10.1f}"
+    )
+    print(f"{'stream TTFT ms':24}{st['direct_ttft_ms']:10.1f}{st['provider_ttft_ms']:10.1f}")
+    for row in result["isolation"]:
+        print(
+            f"isolation {row['isolation']:3}: hit rate {row['hit_rate']:.3f}, "
+            f"p50 {row['p50_ms']:.1f} ms"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    plot(result, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""Cache-aware vs round-robin routing over 2 SGLang workers of the bundled model, on a
+shared-prefix workload (G prefix groups x R requests, each a long shared prefix plus a unique
+question, shuffled, C in flight). Reports prefix-cache hit rate (cached / prompt tokens from
+SGLang's cache report), throughput and latency per policy; workers' caches are flushed between
+policies.
+
+    python benchmark/provider_router.py [--groups 8 --per-group 6 --concurrency 4]
+
+Prints a table and writes JSON + PNG under benchmark/results/."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import statistics
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+from provider_overhead import RESULTS, hardware, pct, versions
+from sglang_mx.provider.launch import router_process
+
+TOPICS = ("rivers", "mills", "bridges", "ferries", "canals", "locks", "dams", "weirs", "wells",
+          "pumps", "gears", "sluices")  # fmt: skip
+
+
+def workload(groups: int, per_group: int, prefix_words: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    prompts = []
+    for g in range(groups):
+        topic = TOPICS[g % len(TOPICS)]
+        words = [f"{topic}{rng.randrange(1000)}" for _ in range(prefix_words)]
+        prefix = f"Document {g} about {topic}: " + " ".join(words)
+        prompts += [f"{prefix}\nQuestion {uuid.uuid4().hex[:8]}: summarize." for _ in
+                    range(per_group)]  # fmt: skip
+    rng.shuffle(prompts)
+    return prompts
+
+
+def run_policy(router: str, model: str, prompts: list[str], concurrency: int,
+               max_tokens: int) -> dict[str, Any]:  # fmt: skip
+    def one(prompt: str) -> tuple[float, dict]:
+        t0 = time.perf_counter()
+        r = httpx.post(router + "/v1/completions", timeout=300, json={
+            "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "ignore_eos": True})  # fmt: skip
+        r.raise_for_status()
+        return time.perf_counter() - t0, r.json()["usage"]
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(one, prompts))
+    wall = time.perf_counter() - t0
+    lat = [r[0] for r in results]
+    prompt_toks = sum(r[1]["prompt_tokens"] for r in results)
+    cached = sum((r[1].get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+                 for r in results)  # fmt: skip
+    out_toks = sum(r[1]["completion_tokens"] for r in results)
+    return {"requests": len(prompts), "wall_s": wall, "req_per_s": len(prompts) / wall,
+            "prompt_tok_per_s": prompt_toks / wall, "output_tok_per_s": out_toks / wall,
+            "hit_rate": cached / prompt_toks, "p50_s": pct(lat, 50), "p99_s": pct(lat, 99),
+            "mean_s": statistics.mean(lat)}  # fmt: skip
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["policies"]
+    names = [r["policy"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.2))
+    for ax, key, label in zip(axes, ("hit_rate", "req_per_s", "p50_s"),
+                              ("prefix-cache hit rate", "requests/s", "p50 latency (s)"),
+                              strict=True):  # fmt: skip
+        ax.bar(names, [r[key] for r in rows], color=["tab:green", "tab:gray"])
+        ax.set_title(label, fontsize=9)
+    fig.suptitle(f"sglang-router, 2 workers, {result['meta']['hardware']}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--per-group", type=int, default=6)
+    ap.add_argument("--prefix-words", type=int, default=300)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", nargs="*", help="running workers; default: start 2")
+    ap.add_argument("--out", type=Path, default=RESULTS / "provider_router.json")
+    args = ap.parse_args()
+    with ExitStack() as stack:
+        workers = args.workers
+        if not workers:
+            from sglang_mx.assets import bundled_model_path
+            from sglang_mx.testing.server import launch_server
+
+            cms = [launch_server(bundled_model_path("mxfp4"), extra_args=["--enable-cache-report"])
+                   for _ in range(2)]  # fmt: skip
+            with ThreadPoolExecutor(2) as pool:
+                workers = list(pool.map(lambda cm: cm.__enter__(), cms))
+            for cm in cms:
+                stack.push(cm.__exit__)
+        model = httpx.get(workers[0] + "/v1/models", timeout=30).json()["data"][0]["id"]
+        prompts = workload(args.groups, args.per_group, args.prefix_words, args.seed)
+        rows = []
+        for policy in ("cache_aware", "round_robin"):
+            for w in workers:
+                httpx.post(w + "/flush_cache", timeout=60)
+            with router_process(workers, policy) as router:
+                row = run_policy(router, model, prompts, args.concurrency, args.max_tokens)
+            rows.append({"policy": policy, **row})
+    result = {
+        "meta": {
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "hardware": hardware(),
+            "versions": versions(),
+            "model": model,
+            "config": vars(args) | {"out": str(args.out)},
+        },  # fmt: skip
+        "policies": rows,
+    }
+    print(f"{result['meta']['hardware']}  {result['meta']['date']}")
+    print(f"{'policy':14}{'hit rate':>10}{'req/s':>8}{'prompt tok/s':>14}{'p50 s':>8}{'p99 s':>8}")
+    for r in rows:
+        print(
+            f"{r['policy']:14}{r['hit_rate']:10.3f}{r['req_per_s']:8.2f}"
+            f"{r['prompt_tok_per_s']:14.1f}{r['p50_s']:8.2f}{r['p99_s']:8.2f}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    plot(result, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""SGLang attention backend `mx_triton`: our paged decode kernels, prefill delegated."""

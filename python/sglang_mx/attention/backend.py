@@ -1,0 +1,140 @@
+"""SGLang attention backend `mx_triton`: decode on sgl_kernel_rocm's paged GQA kernel.
+
+Decode reads SGLang's token-level KV pool directly (req_to_token rows are page-size-1 block
+tables). Prefill/extend, cross attention, logit soft-capping and hybrid SWA pools go to an
+existing backend: torch_native on CPU, aiter on ROCm with SGLANG_USE_AITER=1, triton otherwise.
+No CUDA-graph support yet: launch with --disable-cuda-graph on a GPU.
+
+SGLang-private access (written for 0.5.23, asserted in register()): ModelRunner's
+req_to_token_pool / token_to_kv_pool, KVWriteLoc, MHATokenToKVPool.set_kv_buffer/get_*_buffer,
+RadixAttention fields (tp_*_head_num, *_head_dim, scaling, sliding_window_size, logit_cap).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+from sgl_kernel_rocm.attention import gqa_decode
+
+if TYPE_CHECKING:
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+
+BACKEND_NAME = "mx_triton"
+SGLANG_VERSION = "0.5.23"
+
+
+def _delegate_name(device: str) -> str:
+    if not str(device).startswith("cuda"):
+        return "torch_native"
+    if torch.version.hip and os.environ.get("SGLANG_USE_AITER") == "1":
+        return "aiter"
+    return "triton"
+
+
+def _make_class() -> type:
+    """Build the backend class lazily so importing this module never imports SGLang."""
+    from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
+    from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+    from sglang.srt.mem_cache.memory_pool import KVWriteLoc
+    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+
+    class MxTritonAttnBackend(AttentionBackend):
+        """Decode: sgl_kernel_rocm.attention.gqa_decode. Everything else: the delegate."""
+
+        def __init__(self, model_runner: Any) -> None:
+            super().__init__()
+            self.delegate_name = _delegate_name(model_runner.device)
+            self.delegate = ATTENTION_BACKENDS[self.delegate_name](model_runner)
+            self.req_to_token = model_runner.req_to_token_pool.req_to_token
+            self.token_to_kv_pool = model_runner.token_to_kv_pool
+            self.swa_pool = isinstance(self.token_to_kv_pool, SWAKVPool)
+            # The delegate writes prefill KV; decode must store/read with its scale convention.
+            self.use_kv_scales = self.delegate_name != "torch_native"
+            self.block_table: torch.Tensor | None = None
+            self.seq_lens: torch.Tensor | None = None
+
+        def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
+            self.delegate.init_forward_metadata(forward_batch)
+            if forward_batch.forward_mode.is_decode():
+                # One gather per batch, shared by every layer.
+                rows = self.req_to_token[forward_batch.req_pool_indices]
+                self.block_table = rows.to(torch.int32)
+                self.seq_lens = forward_batch.seq_lens.to(torch.int32)
+
+        def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kw):
+            return self.delegate.forward_extend(q, k, v, layer, forward_batch, save_kv_cache, **kw)
+
+        def _unsupported(self, layer) -> bool:
+            return bool(
+                self.swa_pool
+                or layer.is_cross_attention
+                or (layer.logit_cap is not None and layer.logit_cap > 0)
+                or self.block_table is None
+            )
+
+        def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kw):
+            if self._unsupported(layer):
+                return self.delegate.forward_decode(
+                    q, k, v, layer, forward_batch, save_kv_cache, **kw
+                )
+            k_scale = layer.k_scale if self.use_kv_scales else None
+            v_scale = layer.v_scale if self.use_kv_scales else None
+            if save_kv_cache and k is not None and v is not None:
+                self.token_to_kv_pool.set_kv_buffer(
+                    layer, KVWriteLoc(forward_batch.out_cache_loc, None), k, v, k_scale, v_scale
+                )
+            hq, hkv = layer.tp_q_head_num, layer.tp_k_head_num
+            q3 = q.reshape(-1, hq, layer.qk_head_dim)
+            k_buf = self.token_to_kv_pool.get_key_buffer(layer.layer_id)
+            v_buf = self.token_to_kv_pool.get_value_buffer(layer.layer_id)
+            window = layer.sliding_window_size
+            o = gqa_decode(
+                q3,
+                k_buf.view(-1, 1, hkv, layer.qk_head_dim),
+                v_buf.view(-1, 1, hkv, layer.v_head_dim),
+                self.block_table,
+                self.seq_lens,
+                k_scale=k_scale,
+                v_scale=v_scale,
+                sm_scale=layer.scaling,
+                sliding_window=window if window is not None and window > -1 else None,
+            )
+            return o.view(q3.shape[0], hq * layer.v_head_dim)
+
+        def support_triton(self) -> bool:
+            return True
+
+    return MxTritonAttnBackend
+
+
+def register() -> None:
+    """Register `mx_triton` with SGLang's attention registry and its CLI choices. Idempotent."""
+    import sglang
+    from sglang.srt.arg_groups.choices import (
+        ATTENTION_BACKEND_CHOICES,
+        add_attention_backend_choices,
+    )
+    from sglang.srt.layers.attention.attention_registry import (
+        ATTENTION_BACKENDS,
+        register_attention_backend,
+    )
+
+    assert sglang.__version__ == SGLANG_VERSION, (
+        f"sglang_mx.attention.backend was written against sglang {SGLANG_VERSION} private "
+        f"APIs; found {sglang.__version__}. Re-check the accesses listed in the module docstring."
+    )
+    if BACKEND_NAME not in ATTENTION_BACKEND_CHOICES:
+        add_attention_backend_choices([BACKEND_NAME])
+    if BACKEND_NAME in ATTENTION_BACKENDS:
+        return
+
+    @register_attention_backend(BACKEND_NAME)
+    def create_mx_triton_backend(runner: Any) -> Any:
+        if runner.use_mla_backend:
+            raise ValueError(
+                "--attention-backend mx_triton serves GQA/MHA models only for now; MLA kernels "
+                "live in sgl_kernel_rocm.attention but are not wired into SGLang yet."
+            )
+        return _make_class()(runner)

@@ -1,0 +1,210 @@
+"""Shared machinery of the DSL agent programs: a metered RuntimeEndpoint (hit rate, per-call
+latency, a no-reuse mode that flushes the cache before every call), the reuse-vs-no-reuse
+comparison, and conversion of the recorded calls into a replayable trace."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Call:
+    session: int
+    prompt: str
+    output: str
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    latency_s: float
+    t: float
+
+
+@dataclass
+class Meter:
+    calls: list[Call] = field(default_factory=list)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.calls)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(c.cached_tokens for c in self.calls)
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def metered_endpoint(base_url: str, reuse: bool = True):
+    """A RuntimeEndpoint that records every generation. Calls are serialized in both modes so
+    that the only difference between them is the prefix cache; without reuse the cache is
+    flushed before each call (SGLang flushes only when idle, which serializing guarantees)."""
+    from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+
+    class MeteredEndpoint(RuntimeEndpoint):
+        def __init__(self) -> None:
+            # the DSL picks a chat template by model path; these programs use plain text
+            super().__init__(base_url, chat_template_name="default")
+            self.meter = Meter()
+            self.lock = threading.Lock()
+            self.t0 = time.perf_counter()
+
+        def generate(self, s, sampling_params):
+            with self.lock:
+                if not reuse:
+                    self.flush_cache()
+                start = time.perf_counter()
+                text, meta = super().generate(s, sampling_params)
+                latency = time.perf_counter() - start
+            self.meter.calls.append(
+                Call(
+                    session=int(s.arguments.get("session", 0)) if s.arguments else 0,
+                    prompt=s.text_,
+                    output=text,
+                    prompt_tokens=int(meta.get("prompt_tokens", 0)),
+                    cached_tokens=int(meta.get("cached_tokens", 0)),
+                    completion_tokens=int(meta.get("completion_tokens", 0)),
+                    latency_s=latency,
+                    t=start - self.t0,
+                )
+            )
+            return text, meta
+
+        def commit_lazy_operations(self, s):
+            with self.lock:
+                super().commit_lazy_operations(s)
+
+    return MeteredEndpoint()
+
+
+def run_program(func, base_url: str, sessions: int, reuse: bool, **kwargs) -> tuple[Meter, float]:
+    """Run `sessions` instances of a DSL program; returns the meter and the wall time."""
+    endpoint = metered_endpoint(base_url, reuse=reuse)
+    endpoint.flush_cache()
+    args = [{"session": i, **kwargs} for i in range(sessions)]
+    start = time.perf_counter()
+    states = func.run_batch(args, backend=endpoint, num_threads=sessions, progress_bar=False)
+    wall = time.perf_counter() - start
+    for st in states:
+        if st.error():
+            raise RuntimeError(f"agent program failed: {st.error()}")
+    return endpoint.meter, wall
+
+
+def compare_reuse(func, base_url: str, sessions: int = 2, **kwargs) -> dict:
+    """The same calls with and without prefix reuse: hit rate, prefill tokens, speedup."""
+    with_reuse, wall_reuse = run_program(func, base_url, sessions, True, **kwargs)
+    without, wall_none = run_program(func, base_url, sessions, False, **kwargs)
+    return {
+        "program": func.func.__name__ if hasattr(func, "func") else str(func),
+        "sessions": sessions,
+        "calls": len(with_reuse.calls),
+        "prompt_tokens": with_reuse.prompt_tokens,
+        "cached_tokens": with_reuse.cached_tokens,
+        "hit_rate": with_reuse.hit_rate,
+        "no_reuse_hit_rate": without.hit_rate,
+        "prefill_tokens_reuse": with_reuse.prompt_tokens - with_reuse.cached_tokens,
+        "prefill_tokens_no_reuse": without.prompt_tokens - without.cached_tokens,
+        "wall_s_reuse": wall_reuse,
+        "wall_s_no_reuse": wall_none,
+        "speedup": wall_none / wall_reuse if wall_reuse else float("nan"),
+        "meter": with_reuse,
+    }
+
+
+def to_trace(meter: Meter, tokenize: Callable[[str], list[int]], name: str = "agent"):
+    """Recorded calls -> a Trace: each prompt is the longest-shared-prefix earlier prompt's
+    segments plus a new segment, so the replay keeps lengths, sharing and turn order."""
+    from sglang_mx.bench.tracegen import Trace, TraceRequest
+    from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+
+    requests: list[TraceRequest] = []
+    ids_seen: list[list[int]] = []
+    last_in_session: dict[int, str] = {}
+    for i, call in enumerate(sorted(meter.calls, key=lambda c: c.t)):
+        ids = tokenize(call.prompt)
+        best_j, best_n = -1, 0
+        for j, prev in enumerate(ids_seen):
+            n = 0
+            for a, b in zip(ids, prev, strict=False):
+                if a != b:
+                    break
+                n += 1
+            if n > best_n:
+                best_j, best_n = j, n
+        best_n = min(best_n, len(ids) - 1)
+        segs: list[tuple[str, int]] = []
+        if best_j >= 0 and best_n:
+            left = best_n
+            for key, n in requests[best_j].segments:
+                take = min(n, left)
+                segs.append((key, take))
+                left -= take
+                if not left:
+                    break
+        segs.append((f"c{i}", len(ids) - best_n))
+        rid = f"c{i}"
+        requests.append(
+            TraceRequest(
+                rid,
+                call.session,
+                i,
+                segs,
+                max(1, call.completion_tokens),
+                best_n,
+                arrival_s=None,
+                after=last_in_session.get(call.session),
+            )
+        )
+        last_in_session[call.session] = rid
+        ids_seen.append(ids)
+    n_out = sum(r.output_len for r in requests) // max(1, len(requests))
+    spec = WorkloadSpec(
+        name=name,
+        output_len=LengthDist("fixed", n_out),
+        arrival="concurrency",
+        concurrency=max(1, len(last_in_session)),
+        num_requests=len(requests),
+        prime=False,
+        hit_rate=meter.hit_rate if meter.hit_rate < 1 else 0.0,
+    )
+    return Trace(spec, 0, [], requests, created=time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def stdlib_document(module: str, max_chars: int) -> str:
+    """Deterministic long context: source text of a standard-library module."""
+    import importlib
+
+    return inspect.getsource(importlib.import_module(module))[:max_chars]
+
+
+def cli(func, description: str, default_sessions: int = 2, **defaults) -> Callable[..., int]:
+    def main(argv: list[str] | None = None) -> int:
+        p = argparse.ArgumentParser(description=description)
+        p.add_argument("--url", required=True, help="SGLang server base URL")
+        p.add_argument("--sessions", type=int, default=default_sessions)
+        p.add_argument("--trace-out", help="also write the recorded calls as a JSONL trace")
+        p.add_argument("--tokenizer", help="tokenizer dir for --trace-out (default: the model's)")
+        args = p.parse_args(argv)
+        res = compare_reuse(func, args.url.rstrip("/"), args.sessions, **defaults)
+        meter = res.pop("meter")
+        print(json.dumps(res, indent=1))
+        if args.trace_out:
+            from sglang_mx.bench.prompts import load_tokenizer
+
+            tok_dir = args.tokenizer or metered_endpoint(args.url).model_info["model_path"]
+            tok = load_tokenizer(tok_dir)
+            trace = to_trace(
+                meter, lambda t: tok.encode(t, add_special_tokens=False).ids, name=res["program"]
+            )
+            print(f"trace: {trace.save(args.trace_out)}")
+        return 0
+
+    return main

@@ -1,0 +1,243 @@
+"""`sglang-mx bench ...`: gen | run | sweep | report | compare."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SPEC_FIELDS = (
+    "hit_rate",
+    "turns",
+    "prefix_groups",
+    "num_requests",
+    "arrival",
+    "rate",
+    "concurrency",
+    "seed",
+)
+
+
+def _spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preset",
+        default="cpu-2k-32-60",
+        help="production-20k-1k-60 | agentic-20k-1k-60 | cpu-2k-32-60",
+    )
+    p.add_argument("--input-len", help="N, uniform:LO:HI or normal:MEAN:STD")
+    p.add_argument("--output-len", help="N, uniform:LO:HI or normal:MEAN:STD")
+    p.add_argument("--hit-rate", type=float, help="target share of prompt tokens served from cache")
+    p.add_argument("--turns", type=int, help="turns per session (1 = shared prefixes only)")
+    p.add_argument("--prefix-groups", type=int)
+    p.add_argument("--num-requests", type=int)
+    p.add_argument("--arrival", choices=("poisson", "fixed-rate", "concurrency"))
+    p.add_argument("--rate", type=float, help="requests/s")
+    p.add_argument("--concurrency", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-prime", action="store_true", help="don't pre-send the shared prefixes")
+
+
+def _spec(args: argparse.Namespace):
+    from sglang_mx.bench.workload import LengthDist, get_preset
+
+    over = {k: getattr(args, k) for k in SPEC_FIELDS}
+    for key in ("input_len", "output_len"):
+        if getattr(args, key):
+            over[key] = LengthDist.parse(getattr(args, key))
+    if args.no_prime:
+        over["prime"] = False
+    changed = {k: v for k, v in over.items() if v is not None}
+    spec = get_preset(args.preset).with_overrides(**changed)
+    # a modified preset must not pass for the published one in reports
+    return spec.with_overrides(name=f"{args.preset}+custom") if changed else spec
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="base URL of an OpenAI-compatible server")
+    p.add_argument("--tokenizer", required=True, help="model dir or tokenizer.json (offline)")
+    p.add_argument("--model", help="model name to request (default: first of /v1/models)")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--send-text", action="store_true", help="send decoded text, not token ids")
+    p.add_argument("--no-flush", action="store_true")
+    p.add_argument("--no-ignore-eos", action="store_true")
+    p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--api-key")
+    p.add_argument("--slo", type=float, default=5.0, help="TTFT p95 SLO in seconds")
+    p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
+    p.add_argument("--gpus", type=int, help="GPUs serving the endpoint (default: a node)")
+    p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("-o", "--out", default="bench-results", help="output directory")
+
+
+def _cost_inputs(args) -> tuple[int, float, str | None]:
+    from sglang_mx.bench.hardware import get_hardware
+
+    if args.hardware:
+        hw = get_hardware(args.hardware)
+        gpus = args.gpus or hw.gpus_per_node
+        return (
+            gpus,
+            args.price if args.price is not None else hw.price_per_gpu_hour,
+            f"{gpus}x {hw.name}",
+        )
+    return args.gpus or 1, args.price or 0.0, None
+
+
+def _execute(args, kind: str, values: list[float]) -> int:
+    from sglang_mx.bench.cost import cost_report
+    from sglang_mx.bench.metrics import Slo
+    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.report import write_report
+    from sglang_mx.bench.runner import RunConfig, run_trace
+    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.bench.sweep import knee, sweep_specs
+    from sglang_mx.bench.tracegen import Trace, generate
+
+    slo = Slo(ttft_p95_s=args.slo, ttft_s=args.slo)
+    tokens = SegmentTokens(load_tokenizer(args.tokenizer))
+    cfg = RunConfig(
+        base_url=args.url.rstrip("/"),
+        model=args.model,
+        api=args.api,
+        send_ids=not args.send_text,
+        flush=not args.no_flush,
+        ignore_eos=not args.no_ignore_eos,
+        page_size=args.page_size,
+        progress=not args.no_progress,
+        api_key=args.api_key,
+    )
+    if getattr(args, "trace", None):
+        traces = [Trace.load(args.trace)]
+        spec = traces[0].spec
+        values = [traces[0].spec.rate]
+    else:
+        spec = _spec(args)
+        traces = [generate(s) for s in sweep_specs(spec, kind, values)]
+    points, warnings = [], []
+    for value, trace in zip(values, traces, strict=False):
+        print(
+            f"== {kind} {value}: {len(trace.requests)} requests, designed hit rate "
+            f"{trace.predicted_hit_rate:.3f}",
+            file=sys.stderr,
+        )
+        res = run_trace(trace, materialize(trace, tokens), cfg, tokens, slo)
+        warnings += res.warnings
+        points.append({"x": value, "summary": res.summary, "meta": res.meta})
+    gpus, price, hw_name = _cost_inputs(args)
+    result = {
+        "stamp": stamp(
+            hw_name,
+            {
+                "url": cfg.base_url,
+                "api": cfg.api,
+                "model": points[0]["meta"]["model"],
+                "send_ids": cfg.send_ids,
+            },
+        ),
+        "workload": spec.to_dict(),
+        "sweep": {"kind": kind, "points": points, "knee": knee(points, slo), "slo": args.slo},
+        "gpus": gpus,
+        "warnings": warnings,
+    }
+    best = result["sweep"]["knee"] or {"x": points[-1]["x"]}
+    best_summary = next(p["summary"] for p in points if p["x"] == best["x"])
+    if price:
+        result["cost"] = cost_report(best_summary, price, gpus)
+    paths = write_report(result, args.out)
+    print(Path(paths["markdown"]).read_text())
+    return 0
+
+
+def _cmd_gen(args) -> int:
+    from sglang_mx.bench.tracegen import generate
+
+    trace = generate(_spec(args))
+    path = trace.save(args.out)
+    print(
+        f"{path}: {len(trace.requests)} requests, shared prefix {trace.prefix_len} tokens, "
+        f"designed hit rate {trace.predicted_hit_rate:.4f}"
+    )
+    return 0
+
+
+def _cmd_run(args) -> int:
+    spec = _spec(args)
+    if spec.arrival == "concurrency":
+        return _execute(args, "concurrency", [spec.concurrency])
+    return _execute(args, "rate", [spec.rate])
+
+
+def _cmd_sweep(args) -> int:
+    if bool(args.rates) == bool(args.concurrencies):
+        print("give exactly one of --rates or --concurrencies", file=sys.stderr)
+        return 2
+    kind, raw = ("rate", args.rates) if args.rates else ("concurrency", args.concurrencies)
+    return _execute(args, kind, [float(v) for v in raw.split(",")])
+
+
+def _cmd_report(args) -> int:
+    from sglang_mx.bench.report import write_report
+
+    result = json.loads(Path(args.result).read_text())
+    paths = write_report(result, args.out or Path(args.result).parent)
+    print("\n".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _pick(result: dict) -> dict:
+    """The knee point's summary (or the last point) of a result file, with its cost figures."""
+    points = result["sweep"]["points"]
+    knee = result["sweep"].get("knee")
+    x = knee["x"] if knee else points[-1]["x"]
+    summary = dict(next(p["summary"] for p in points if p["x"] == x))
+    summary["cost"] = result.get("cost", {})
+    return summary
+
+
+def _cmd_compare(args) -> int:
+    from sglang_mx.bench.compare import compare, markdown_table
+
+    a, b = (json.loads(Path(p).read_text()) for p in (args.a, args.b))
+    labels = (args.labels or f"{a['stamp']['hardware']},{b['stamp']['hardware']}").split(",")
+    table = markdown_table(compare(_pick(a), _pick(b)), labels[0], labels[1])
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("bench", help="workload generator, load runner, sweeps, reports")
+    verbs = parser.add_subparsers(dest="bench_verb", metavar="VERB", required=True)
+
+    p = verbs.add_parser("gen", help="write a seeded JSONL trace")
+    _spec_args(p)
+    p.add_argument("-o", "--out", default="trace.jsonl")
+    p.set_defaults(func=_cmd_gen)
+
+    p = verbs.add_parser("run", help="run one workload (or --trace) against an endpoint")
+    _spec_args(p)
+    _run_args(p)
+    p.add_argument("--trace", help="replay this JSONL trace instead of generating one")
+    p.set_defaults(func=_cmd_run)
+
+    p = verbs.add_parser("sweep", help="request-rate or concurrency sweep; finds the knee")
+    _spec_args(p)
+    _run_args(p)
+    p.add_argument("--rates", help="comma-separated requests/s, e.g. 0.5,1,1.5,2,2.4")
+    p.add_argument("--concurrencies", help="comma-separated in-flight counts, e.g. 1,2,4,8")
+    p.set_defaults(func=_cmd_sweep, trace=None)
+
+    p = verbs.add_parser("report", help="re-render report.md and plots from a result.json")
+    p.add_argument("result")
+    p.add_argument("-o", "--out")
+    p.set_defaults(func=_cmd_report)
+
+    p = verbs.add_parser("compare", help="head-to-head table of two result.json files")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--labels", help="two comma-separated names")
+    p.add_argument("-o", "--out", help="also write the markdown table here")
+    p.set_defaults(func=_cmd_compare)

@@ -1,0 +1,135 @@
+"""Reports: result JSON, a markdown summary and PNG plots (throughput vs load, TTFT p50/p95 vs
+load, throughput per GPU vs tokens/s per user), all stamped with hardware, versions, config, date.
+
+A result is a dict: {"stamp", "workload", "sweep": {"kind", "points": [{"x", "summary"}], "knee"},
+"gpus", "cost"?, "warnings"?}; a single run is a sweep of one point."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from sglang_mx.bench.compare import _fmt
+
+COLUMNS = (
+    ("req/s", "request_throughput"),
+    ("out tok/s", "output_tok_s"),
+    ("total tok/s", "total_tok_s"),
+    ("TTFT p50 s", "ttft_s.p50"),
+    ("TTFT p95 s", "ttft_s.p95"),
+    ("ITL p50 s", "itl_s.p50"),
+    ("E2E p50 s", "e2e_s.p50"),
+    ("hit rate", "hit_rate"),
+    ("success", "success_rate"),
+    ("goodput req/s", "goodput_req_s"),
+)
+
+
+def _get(summary: dict, dotted: str) -> float:
+    value = summary
+    for part in dotted.split("."):
+        value = value.get(part, math.nan) if isinstance(value, dict) else math.nan
+    return value
+
+
+def markdown(result: dict) -> str:
+    st, sweep = result["stamp"], result["sweep"]
+    x_name = "rate (req/s)" if sweep["kind"] == "rate" else sweep["kind"]
+    lines = [
+        f"# Benchmark: {result['workload'].get('name', 'custom')}",
+        "",
+        f"- date: {st['date']}",
+        f"- hardware: {st['hardware']} ({result.get('gpus', 1)} GPU(s) counted for cost)",
+        f"- client host: {st['client_host']}",
+        f"- versions: {', '.join(f'{k} {v}' for k, v in st['versions'].items())}",
+        f"- config: `{json.dumps(st.get('config', {}), sort_keys=True)}`",
+        f"- workload: `{json.dumps(result['workload'], sort_keys=True)}`",
+        "",
+        "| " + " | ".join([x_name] + [c for c, _ in COLUMNS]) + " |",
+        "|" + "---:|" * (len(COLUMNS) + 1),
+    ]
+    for p in sweep["points"]:
+        cells = [_fmt(float(p["x"]))] + [_fmt(_get(p["summary"], k)) for _, k in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    knee = sweep.get("knee")
+    lines.append("")
+    if knee:
+        lines.append(
+            f"Knee (TTFT p95 <= {sweep.get('slo', 5.0)} s, 100% success): {x_name} {knee['x']}, "
+            f"{_fmt(knee['output_tok_s'])} output tok/s, TTFT p95 {_fmt(knee['ttft_p95_s'])} s."
+        )
+    else:
+        lines.append(f"No point met TTFT p95 <= {sweep.get('slo', 5.0)} s with 100% success.")
+    if result.get("cost"):
+        lines += ["", "| cost figure | value |", "|---|---:|"]
+        lines += [
+            f"| {k} | {_fmt(v)} |" for k, v in result["cost"].items() if isinstance(v, (int, float))
+        ]
+    for w in result.get("warnings", []):
+        lines.append(f"\n> WARNING: {w}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, outdir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweep, gpus = result["sweep"], max(1, int(result.get("gpus", 1)))
+    xs = [float(p["x"]) for p in sweep["points"]]
+    s = [p["summary"] for p in sweep["points"]]
+    x_label = "request rate (req/s)" if sweep["kind"] == "rate" else sweep["kind"]
+    title = f"{result['workload'].get('name', 'custom')} on {result['stamp']['hardware']}"
+    stamp_txt = f"{result['stamp']['date']}  sglang {result['stamp']['versions'].get('sglang')}"
+    paths = []
+
+    def finish(fig, ax, name: str) -> None:
+        ax.set_title(title, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.text(0.01, 0.01, stamp_txt, fontsize=6)
+        path = outdir / name
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(xs, [x["output_tok_s"] for x in s], "o-", label="output tok/s")
+    ax.plot(xs, [x["total_tok_s"] for x in s], "s--", label="total tok/s")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("tokens/s per node")
+    finish(fig, ax, "throughput_vs_load.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(xs, [x["ttft_s"]["p50"] for x in s], "o-", label="TTFT p50")
+    ax.plot(xs, [x["ttft_s"]["p95"] for x in s], "s-", label="TTFT p95")
+    ax.axhline(sweep.get("slo", 5.0), color="red", lw=0.8, ls=":", label="SLO")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("seconds")
+    finish(fig, ax, "ttft_vs_load.png")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(
+        [x["output_tok_s_per_user"]["p50"] for x in s],
+        [x["output_tok_s"] / gpus for x in s],
+        "o-",
+        label="sweep points",
+    )
+    ax.set_xlabel("output tokens/s per user (median)")
+    ax.set_ylabel("output tokens/s per GPU")
+    finish(fig, ax, "throughput_per_gpu_vs_per_user.png")
+    return paths
+
+
+def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": outdir / "result.json", "markdown": outdir / "report.md"}
+    paths["json"].write_text(json.dumps(result, indent=1, default=str))
+    paths["markdown"].write_text(markdown(result))
+    if plots:
+        for p in plot(result, outdir):
+            paths[p.stem] = p
+    return paths

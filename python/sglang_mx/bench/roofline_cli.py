@@ -1,0 +1,111 @@
+"""`sglang-mx roofline`: per-node throughput limit of a model on a hardware/layout/workload, and
+measured / limit when a measured figure is given."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+DEFAULT_LAYOUTS = "tp8,tp4xdp2,tp2xdp4,tp8-dpattn8"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sglang_mx.bench.hardware import get_hardware
+    from sglang_mx.bench.layout import parse_layout
+    from sglang_mx.bench.modelspec import load_model
+    from sglang_mx.bench.roofline import Precision, Workload, limits
+
+    model = load_model(args.model)
+    hw = get_hardware(args.hardware)
+    work = Workload(args.input_len, args.output_len, args.hit_rate)
+    prec = Precision(
+        expert_bits=args.expert_bits,
+        dense_bytes=DTYPE_BYTES[args.dense_dtype],
+        kv_bytes=DTYPE_BYTES[args.kv_dtype],
+        expert_dtype=args.expert_dtype,
+        dense_dtype=args.dense_dtype,
+        attn_dtype=args.dense_dtype,
+    )
+    rows = []
+    for name in args.layout.split(","):
+        lim = limits(model, hw, parse_layout(name), work, prec, args.concurrency, args.reserve)
+        row = {"layout": name, **lim.to_dict()}
+        if args.measured:
+            row["measured_output_tok_s"] = args.measured
+            row["measured_over_limit"] = (
+                args.measured / lim.output_tok_s if lim.output_tok_s else float("nan")
+            )
+        rows.append(row)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "model": model.name,
+                    "hardware": hw.name,
+                    "workload": vars(args) | {"func": None},
+                    "rows": rows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
+        return 0
+    print(
+        f"{model.name}: {model.total_params / 1e9:.1f}B params, "
+        f"{model.active_linear_params / 1e9:.1f}B active; {hw.name} x{hw.gpus_per_node}; "
+        f"{args.input_len} in / {args.output_len} out / {args.hit_rate:.0%} hit"
+    )
+    head = [
+        "layout",
+        "GB w/GPU",
+        "max conc",
+        "conc",
+        "prefill ms/req",
+        "step ms",
+        "out tok/s",
+        "req/s",
+        "bound",
+    ]
+    if args.measured:
+        head.append("measured/limit")
+    print(" | ".join(head))
+    for r in rows:
+        cells = [
+            r["layout"],
+            f"{r['weight_bytes_per_gpu'] / 1e9:.1f}",
+            str(r["max_concurrency"]),
+            str(r["concurrency"]),
+            f"{r['prefill_s_per_request'] * 1e3:.1f}",
+            f"{r['decode_step_s'] * 1e3:.2f}",
+            f"{r['output_tok_s']:,.0f}",
+            f"{r['req_s']:.2f}",
+            r["bound"],
+        ]
+        if args.measured:
+            cells.append(f"{r['measured_over_limit']:.1%}")
+        print(" | ".join(cells))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("roofline", help="capacity/roofline model for a node")
+    p.add_argument("--model", default="glm-5.2", help="glm-5.2, a config.json or a model dir")
+    p.add_argument("--hardware", default="MI355X", help="MI355X | MI300X | B200 | H200")
+    p.add_argument(
+        "--layout",
+        default=DEFAULT_LAYOUTS,
+        help=f"comma-separated layouts (default {DEFAULT_LAYOUTS})",
+    )
+    p.add_argument("--input-len", type=int, default=20000)
+    p.add_argument("--output-len", type=int, default=1000)
+    p.add_argument("--hit-rate", type=float, default=0.6)
+    p.add_argument("--concurrency", type=int, help="in-flight requests (default: what KV fits)")
+    p.add_argument("--expert-bits", type=float, default=4.25, help="4.25 = MXFP4 with scales")
+    p.add_argument("--expert-dtype", default="fp4", choices=("fp4", "fp8", "bf16"))
+    p.add_argument("--dense-dtype", default="bf16", choices=tuple(DTYPE_BYTES))
+    p.add_argument("--kv-dtype", default="fp8", choices=tuple(DTYPE_BYTES))
+    p.add_argument("--reserve", type=float, default=0.10, help="HBM share kept for activations")
+    p.add_argument("--measured", type=float, help="measured output tok/s per node")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_run)

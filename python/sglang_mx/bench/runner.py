@@ -1,0 +1,296 @@
+"""Async load runner for any OpenAI-compatible endpoint (SGLang, vLLM, ours): replays a trace
+with streaming requests and records TTFT, inter-token latencies, E2E, token and cached-token
+counts and errors per request. Flushes and primes the prefix cache, and warns loudly when the
+cache turns out warmer (or colder) than the trace was designed for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+from sglang_mx.bench.metrics import RequestResult, Slo, summarize
+from sglang_mx.bench.tracegen import Trace, TraceRequest
+
+# Measured vs designed cached tokens may differ by chance matches of a few tokens per request.
+WARM_TOLERANCE_TOKENS = 4
+WARM_TOLERANCE_FRACTION = 0.01
+
+
+@dataclass
+class RunConfig:
+    base_url: str
+    model: str | None = None  # default: the first id of /v1/models
+    api: str = "completions"  # completions (token ids or text) | chat (text)
+    send_ids: bool = True  # send token ids (exact) instead of decoded text
+    flush: bool = True
+    prime: bool = True
+    ignore_eos: bool = True  # SGLang/vLLM extension: always generate output_len tokens
+    page_size: int = 1  # the server caches whole pages; expected hits round down to this
+    timeout_s: float = 600.0
+    progress: bool = True
+    api_key: str | None = None
+    extra_body: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    results: list[RequestResult]
+    summary: dict
+    warnings: list[str]
+    meta: dict
+
+    def to_dict(self) -> dict:
+        return {
+            "summary": self.summary,
+            "warnings": self.warnings,
+            "meta": self.meta,
+            "requests": [r.to_dict() for r in self.results],
+        }
+
+
+def loud(message: str) -> str:
+    bar = "!" * 78
+    sys.stderr.write(f"\n{bar}\n!! {message}\n{bar}\n")
+    return message
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.errors, self.enabled = total, 0, 0, enabled
+        self.t0 = time.perf_counter()
+
+    def tick(self, ok: bool) -> None:
+        self.done += 1
+        self.errors += 0 if ok else 1
+        if self.enabled:
+            width = 30
+            fill = int(width * self.done / self.total)
+            sys.stderr.write(
+                f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
+                f"errors {self.errors} {time.perf_counter() - self.t0:6.1f}s"
+            )
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+async def _first_model(client, base_url: str) -> str:
+    resp = await client.get(f"{base_url}/v1/models")
+    resp.raise_for_status()
+    return resp.json()["data"][0]["id"]
+
+
+async def flush_cache(client, base_url: str) -> bool:
+    """SGLang's /flush_cache (POST, older servers GET); False if the server has none."""
+    for method in ("POST", "GET"):
+        try:
+            resp = await client.request(method, f"{base_url}/flush_cache")
+        except Exception:
+            return False
+        if resp.status_code < 300:
+            return True
+        if resp.status_code not in (404, 405):
+            return False
+    return False
+
+
+def _body(cfg: RunConfig, model: str, prompt, max_tokens: int, stream: bool, text: str) -> dict:
+    body: dict = {"model": model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream}
+    if cfg.api == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = prompt if cfg.send_ids else text
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if cfg.ignore_eos:
+        body["ignore_eos"] = True
+    body.update(cfg.extra_body)
+    return body
+
+
+def _path(cfg: RunConfig) -> str:
+    return "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
+
+
+def _cached(usage: dict) -> int:
+    details = usage.get("prompt_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0)
+
+
+def _delta_text(chunk: dict) -> str:
+    choices = chunk.get("choices") or []
+    if not choices:
+        return ""
+    c = choices[0]
+    return c.get("text") or (c.get("delta") or {}).get("content") or ""
+
+
+async def send_one(
+    client,
+    cfg: RunConfig,
+    model: str,
+    ids: list[int],
+    text: str,
+    req_id: str,
+    max_tokens: int,
+    t0: float,
+) -> RequestResult:
+    """One streaming request; timings relative to t0 (the run's start)."""
+    res = RequestResult(request_id=req_id)
+    body = _body(cfg, model, ids, max_tokens, True, text)
+    sent = time.perf_counter()
+    res.start = sent - t0
+    last = None
+    usage: dict = {}
+    try:
+        async with client.stream("POST", cfg.base_url + _path(cfg), json=body) as resp:
+            if resp.status_code >= 400:
+                detail = (await resp.aread()).decode(errors="replace")[:300]
+                res.error = f"HTTP {resp.status_code}: {detail}"
+                return res
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank lines and SSE comments (keep-alives)
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    res.error = f"in-stream error: {chunk['error']}"
+                    return res
+                now = time.perf_counter()
+                if _delta_text(chunk):
+                    if last is None:
+                        res.ttft = now - sent
+                    else:
+                        res.itl.append(now - last)
+                    last = now
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+    except Exception as exc:  # a network failure is a failed request, not a crashed run
+        res.error = f"{type(exc).__name__}: {exc}"
+        return res
+    res.e2e = time.perf_counter() - sent
+    res.prompt_tokens = int(usage.get("prompt_tokens") or len(ids))
+    res.completion_tokens = int(usage.get("completion_tokens") or (len(res.itl) + 1))
+    res.cached_tokens = _cached(usage)
+    if math.isnan(res.ttft):
+        res.error = "no tokens streamed"
+    return res
+
+
+async def _prime(client, cfg: RunConfig, model: str, prompts: dict, tokens, trace: Trace) -> int:
+    """Send each shared prefix once (1 output token); returns cached tokens they already had."""
+    warm = 0
+    for key, _ in trace.prime:
+        ids = prompts[f"prime:{key}"]
+        body = _body(cfg, model, ids, 1, False, tokens.text(ids) if tokens else "")
+        resp = await client.post(cfg.base_url + _path(cfg), json=body)
+        resp.raise_for_status()
+        warm += _cached(resp.json().get("usage") or {})
+    return warm
+
+
+async def run_trace_async(
+    trace: Trace, prompts: dict[str, list[int]], cfg: RunConfig, tokens=None, slo: Slo | None = None
+) -> RunResult:
+    import httpx
+
+    warnings: list[str] = []
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    timeout = httpx.Timeout(cfg.timeout_s, connect=30.0)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
+        model = cfg.model or await _first_model(client, cfg.base_url)
+        flushed = await flush_cache(client, cfg.base_url) if cfg.flush else False
+        if cfg.flush and not flushed:
+            warnings.append(
+                loud("could not flush the prefix cache: hits may come from earlier runs")
+            )
+        prime_warm = await _prime(client, cfg, model, prompts, tokens, trace) if cfg.prime else 0
+        if flushed and prime_warm > WARM_TOLERANCE_TOKENS * len(trace.prime):
+            warnings.append(loud(f"CACHE WAS WARM after flushing: priming hit {prime_warm} tokens"))
+
+        done = {r.id: asyncio.Event() for r in trace.requests}
+        progress = _Progress(len(trace.requests), cfg.progress)
+        gate = (
+            asyncio.Semaphore(trace.spec.concurrency)
+            if trace.spec.arrival == "concurrency"
+            else None
+        )
+        t0 = time.perf_counter()
+
+        async def one(r: TraceRequest) -> RequestResult:
+            if r.arrival_s is not None:
+                await asyncio.sleep(max(0.0, t0 + r.arrival_s - time.perf_counter()))
+            if r.after:
+                await done[r.after].wait()
+            ids = prompts[r.id]
+            text = tokens.text(ids) if (tokens and not (cfg.send_ids and cfg.api != "chat")) else ""
+            try:
+                if gate is None:
+                    res = await send_one(client, cfg, model, ids, text, r.id, r.output_len, t0)
+                else:
+                    async with gate:
+                        res = await send_one(client, cfg, model, ids, text, r.id, r.output_len, t0)
+            finally:
+                done[r.id].set()
+            res.expected_cached = (r.expected_cached // cfg.page_size) * cfg.page_size
+            progress.tick(res.ok)
+            return res
+
+        results = list(await asyncio.gather(*(one(r) for r in trace.requests)))
+    summary = summarize(results, slo)
+    warnings += cache_warnings(summary)
+    meta = {
+        "model": model,
+        "base_url": cfg.base_url,
+        "api": cfg.api,
+        "flushed": flushed,
+        "primed": bool(cfg.prime and trace.prime),
+        "send_ids": cfg.send_ids,
+        "trace": trace.header(),
+    }
+    return RunResult(results, summary, warnings, meta)
+
+
+def cache_warnings(summary: dict) -> list[str]:
+    """Loud messages when measured cached tokens stray from the trace's design."""
+    out = []
+    ok = summary["completed"]
+    if not ok:
+        return out
+    measured, expected = summary["cached_tokens"], summary["expected_cached_tokens"]
+    tol = max(WARM_TOLERANCE_TOKENS * ok, WARM_TOLERANCE_FRACTION * summary["input_tokens"])
+    if measured == 0 and expected > 0:
+        out.append(
+            loud(
+                "the endpoint reported no cached tokens: is prefix caching on and "
+                "reported? (SGLang: --enable-cache-report)"
+            )
+        )
+    elif measured > expected + tol:
+        out.append(
+            loud(
+                f"CACHE WAS WARM: {measured} cached tokens vs {expected} designed; "
+                "results overstate a cold run (flush the cache or restart the server)"
+            )
+        )
+    elif measured < expected - tol:
+        out.append(
+            loud(
+                f"fewer cache hits than designed: {measured} vs {expected} tokens "
+                "(eviction, page rounding or prefix caching off)"
+            )
+        )
+    return out
+
+
+def run_trace(
+    trace: Trace, prompts: dict[str, list[int]], cfg: RunConfig, tokens=None, slo: Slo | None = None
+) -> RunResult:
+    return asyncio.run(run_trace_async(trace, prompts, cfg, tokens, slo))

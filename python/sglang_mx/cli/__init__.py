@@ -1,0 +1,1 @@
+"""`sglang-mx` command line: one module per subcommand, each with `register(subparsers)`."""

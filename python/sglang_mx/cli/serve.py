@@ -1,0 +1,57 @@
+"""`sglang-mx serve`: plain `python -m sglang.launch_server` with the sglang_mx plugin active.
+
+Defaults to the bundled MXFP4 model on 127.0.0.1:30000; every other argument is passed to SGLang
+unchanged, so on a GPU node `sglang-mx serve --model-path amd/GLM-5.2-MXFP4 --tp 8 ...` is
+SGLang plus our plugin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="launch an SGLang server with the sglang_mx plugin (default: bundled MXFP4 model)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Any other option is an SGLang server argument, e.g. --tp 8, --mem-fraction-static "
+        "0.8, --attention-backend mx_triton. See `python -m sglang.launch_server --help`.",
+    )
+    p.add_argument("--model-path", default=None, help="HF model dir or id (default: bundled MXFP4)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--no-cache-report", action="store_true",
+                   help="do not pass --enable-cache-report (cached tokens in usage)")
+    p.add_argument("--dry-run", action="store_true", help="print the SGLang command and exit")
+    p.set_defaults(func=run, passthrough=True)
+
+
+def build_command(args: argparse.Namespace) -> list[str]:
+    model = args.model_path
+    if model is None:
+        from sglang_mx.assets import bundled_model_path
+
+        model = bundled_model_path("mxfp4")
+    cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", model,
+           "--host", args.host, "--port", str(args.port)]
+    extra = list(args.extra)
+    if not args.no_cache_report and "--enable-cache-report" not in extra:
+        cmd.append("--enable-cache-report")
+    return cmd + extra
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = build_command(args)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    # Offline by design: models come from local files, never a hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    print(f"sglang-mx: serving {cmd[cmd.index('--model-path') + 1]} on http://{args.host}:{args.port}",
+          flush=True)
+    os.execv(cmd[0], cmd)
+    return 0  # not reached

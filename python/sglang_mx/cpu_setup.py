@@ -1,0 +1,45 @@
+"""Make a CPU-only process ready for SGLang 0.5.23's CPU engine, before its model code imports.
+
+SGLang decides "CPU engine or not" from SGLANG_USE_CPU_ENGINE (`sglang.srt.utils.is_cpu`), read
+when each layer module is imported. Without it the rotary embedding falls back to vllm ops; with
+it some modules import the CUDA-only `sgl_kernel` package. We set the variable (children inherit
+it) and, when the real `sgl_kernel` cannot be imported, put our stand-in on the path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+SHIM_ROOT = Path(__file__).parent / "_cpu_shims"
+# package name -> folder holding our stand-in for it
+SHIMS = {"sgl_kernel": SHIM_ROOT / "sgl_kernel_shim", "torchvision": SHIM_ROOT / "torchvision_shim"}
+
+
+def real_package_available(name: str) -> bool:
+    spec = importlib.util.find_spec(name)
+    return spec is not None and not str(spec.origin or "").startswith(str(SHIM_ROOT))
+
+
+def prepare_process() -> None:
+    os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
+    # Eager mode: inductor compiles the router on first request (11-19 s stall on 2 cores) for
+    # no steady-state gain at this size.
+    os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")
+    # Our Triton kernels (--attention-backend mx_triton, SGLANG_MX_MOE_BACKEND=triton) can only
+    # run on a CPU through the interpreter; it is read when kernel modules are imported.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from sglang_mx.patches import refresh_is_cpu_cache
+
+    refresh_is_cpu_cache()
+    for name, folder in SHIMS.items():
+        shim = str(folder)
+        if shim in sys.path or real_package_available(name):
+            continue
+        sys.path.insert(0, shim)
+        # Spawned children get sys.path from multiprocessing; subprocesses from PYTHONPATH.
+        parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if shim not in parts:
+            os.environ["PYTHONPATH"] = os.pathsep.join([shim, *parts])

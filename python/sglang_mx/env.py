@@ -1,0 +1,47 @@
+"""Every environment variable sglang_mx reads, in one typed place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class _Env:
+    """Read on each call so tests and child processes see the current environment."""
+
+    @property
+    def disabled(self) -> bool:
+        """SGLANG_MX_DISABLE=1: load nothing (plain SGLang)."""
+        return _flag("SGLANG_MX_DISABLE")
+
+    @property
+    def force_cpu(self) -> bool:
+        """SGLANG_MX_FORCE_CPU=1: use the CPU platform even when a GPU is visible."""
+        return _flag("SGLANG_MX_FORCE_CPU")
+
+    @property
+    def moe_backend(self) -> str:
+        """SGLANG_MX_MOE_BACKEND=auto|torch|triton: which MXFP4 MoE expert path to run."""
+        value = os.environ.get("SGLANG_MX_MOE_BACKEND", "auto").strip().lower()
+        if value not in ("auto", "torch", "triton"):
+            raise ValueError(f"SGLANG_MX_MOE_BACKEND must be auto, torch or triton, got {value!r}")
+        return value
+
+    def gpu_visible(self) -> bool:
+        import torch
+
+        return bool(torch.cuda.is_available())
+
+    def platform_wanted(self) -> bool:
+        return not self.disabled and (self.force_cpu or not self.gpu_visible())
+
+
+ENV = _Env()

@@ -1,0 +1,50 @@
+"""The `mx_cpu` platform class (imported only once `sglang_mx.platform.activate` claims it)."""
+
+from __future__ import annotations
+
+import logging
+
+from sglang.srt.platforms.cpu import CpuDeviceMixin
+from sglang.srt.platforms.device_mixin import PlatformEnum
+from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOTAL_TOKENS = 131072
+
+
+class MxCpuPlatform(CpuDeviceMixin, SRTPlatform):
+    """CPU device ops from SGLang's own CPU mixin; out-of-tree so its hooks are consulted."""
+
+    _enum = PlatformEnum.OOT
+    device_name = "cpu"
+    device_type = "cpu"
+    capabilities = PlatformCapabilities(graph_capture=False)
+
+    def is_pin_memory_available(self, device=None) -> bool:
+        return False
+
+    def apply_server_args_defaults(self, server_args) -> None:
+        # Only fields the user left unset: an explicit flag always wins.
+        server_args.device = "cpu"
+        if server_args.sampling_backend is None:
+            server_args.sampling_backend = "pytorch"
+        if server_args.max_total_tokens is None:
+            # SGLang sizes the KV pool from free host RAM (millions of tokens, ~60 s to allocate
+            # on 2 cores); a development box needs far less.
+            server_args.max_total_tokens = DEFAULT_MAX_TOTAL_TOKENS
+
+    def get_default_attention_backend(self) -> str:
+        return "torch_native"
+
+    def get_compile_backend(self, mode: str | None = None) -> str:
+        return "eager"
+
+    def get_dispatch_key_name(self) -> str:
+        # "cpu" would select forward_cpu methods, which call torch.ops.sgl_kernel (AMX builds).
+        return "native"
+
+    def get_quantization_config(self, quantization: str):
+        from sglang_mx.quant import quantization_config_for
+
+        return quantization_config_for(quantization)

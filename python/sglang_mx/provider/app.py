@@ -1,0 +1,95 @@
+"""FastAPI app of the provider: routes and the mapping of every failure to the OpenRouter
+error shape (no tracebacks, no FastAPI `detail` bodies)."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from sglang_mx.provider.errors import ProviderError, error_body
+from sglang_mx.provider.service import Provider
+from sglang_mx.provider.settings import ProviderSettings
+
+log = logging.getLogger(__name__)
+
+
+def build_app(settings: ProviderSettings) -> FastAPI:
+    provider = Provider(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if provider.recovered:
+            log.warning(
+                "finalized %d ledger rows left pending by a previous run", provider.recovered
+            )
+        yield
+        await provider.close()
+
+    app = FastAPI(
+        title="sglang-mx provider",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.provider = provider
+
+    @app.exception_handler(ProviderError)
+    async def _provider_error(request: Request, exc: ProviderError) -> JSONResponse:
+        provider.metrics.errors.labels(str(exc.status), exc.reason).inc()
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        reason = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        provider.metrics.errors.labels(str(exc.status_code), reason).inc()
+        msg = f"{request.method} {request.url.path}: {exc.detail}"
+        return JSONResponse(
+            error_body(exc.status_code, msg, {"reason": reason}), status_code=exc.status_code
+        )
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s", request.url.path)
+        provider.metrics.errors.labels("500", "internal").inc()
+        return JSONResponse(
+            error_body(500, "internal provider error", {"reason": "internal"}), status_code=500
+        )
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [m.listing() for m in provider.models.values()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> dict:
+        m = provider.models.get(model_id)
+        if m is None:
+            raise ProviderError(404, f"no model {model_id[:100]!r}", "unknown_model")
+        return m.listing()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        return await provider.handle(request, "chat")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await provider.handle(request, "completions")
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if await provider.healthy():
+            return JSONResponse({"status": "ok"})
+        return JSONResponse(
+            error_body(503, "upstream cannot generate", {"reason": "unhealthy"}), status_code=503
+        )
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(provider.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return app

@@ -1,0 +1,62 @@
+"""`sglang-mx provider`: run the provider endpoint in front of an SGLang server or router."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "provider",
+        help="run the OpenRouter-style provider endpoint",
+        description="Serve priced, metered, authenticated OpenAI-compatible routes in front of "
+        "an SGLang server or sglang-router.",
+    )
+    p.add_argument("--upstream", required=True, help="SGLang server or router URL")
+    p.add_argument("--pricing", required=True, help="pricing JSON file or directory of them")
+    p.add_argument("--db", required=True, help="SQLite file for keys and the ledger")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument(
+        "--isolation",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="per-key prefix-cache namespaces (auto: when more than one key exists)",
+    )
+    p.add_argument("--keepalive-s", type=float, default=2.0)
+    p.add_argument("--health-ttl-s", type=float, default=5.0)
+    p.add_argument("--read-timeout-s", type=float, default=300.0)
+    p.add_argument("--default-rpm", type=int, default=60)
+    p.add_argument("--default-tpm", type=int, default=100_000)
+    p.add_argument("--log-level", default="warning")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from sglang_mx.provider.app import build_app
+    from sglang_mx.provider.settings import ProviderSettings
+
+    settings = ProviderSettings(
+        upstream=args.upstream,
+        pricing_path=args.pricing,
+        db_path=args.db,
+        host=args.host,
+        port=args.port,
+        isolation=args.isolation,
+        keepalive_s=args.keepalive_s,
+        health_ttl_s=args.health_ttl_s,
+        read_timeout_s=args.read_timeout_s,
+        default_rpm=args.default_rpm,
+        default_tpm=args.default_tpm,
+        log_level=args.log_level,
+    )
+    uvicorn.run(
+        build_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+    )
+    return 0

@@ -1,0 +1,62 @@
+"""`sglang-mx keys create|list|revoke`: manage provider API keys (stored hashed)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("keys", help="manage provider API keys")
+    sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    c = sub.add_parser("create", help="create a key; prints it once")
+    c.add_argument("--db", required=True)
+    c.add_argument("--name", required=True)
+    c.add_argument("--rpm", type=int, default=None, help="requests per minute (default: server's)")
+    c.add_argument("--tpm", type=int, default=None, help="tokens per minute (default: server's)")
+    c.add_argument("--limit-usd", type=float, default=None, help="spend cap (402 beyond it)")
+    c.set_defaults(func=_create)
+    ls = sub.add_parser("list", help="list keys (ids, never secrets) with spend")
+    ls.add_argument("--db", required=True)
+    ls.set_defaults(func=_list)
+    r = sub.add_parser("revoke", help="revoke a key by id")
+    r.add_argument("--db", required=True)
+    r.add_argument("key_id")
+    r.set_defaults(func=_revoke)
+
+
+def _create(args: argparse.Namespace) -> int:
+    from sglang_mx.provider.keys import KeyStore
+
+    key, plain = KeyStore(args.db).create(args.name, args.rpm, args.tpm, args.limit_usd)
+    print(f"id {key.id}  name {key.name}")
+    print(plain)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from sglang_mx.provider.keys import KeyStore
+    from sglang_mx.provider.ledger import Ledger
+
+    ledger = Ledger(args.db)
+    print(
+        f"{'id':10} {'name':20} {'created':20} {'state':8} {'rpm':>6} {'tpm':>8} {'spend_usd':>12}"
+    )
+    for k in KeyStore(args.db).list():
+        created = dt.datetime.fromtimestamp(k.created, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        state = "active" if k.active else "revoked"
+        print(
+            f"{k.id:10} {k.name[:20]:20} {created:20} {state:8} {k.rpm or '-':>6} "
+            f"{k.tpm or '-':>8} {ledger.spend(k.id):12.6f}"
+        )
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    from sglang_mx.provider.keys import KeyStore
+
+    if KeyStore(args.db).revoke(args.key_id):
+        print(f"revoked {args.key_id}")
+        return 0
+    print(f"no active key {args.key_id}")
+    return 1

@@ -1,0 +1,114 @@
+"""Start the provider and sglang-router as their own processes (tests, benchmarks, recipes):
+each a context manager that waits until the process serves and kills it on exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class RunningProvider:
+    url: str
+    proc: subprocess.Popen
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no clean-up of any kind."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@contextmanager
+def provider_process(
+    upstream: str, pricing: Path, db: Path, *extra: str, port: int | None = None
+) -> Iterator[RunningProvider]:
+    """Run `sglang-mx provider` as its own process (start_new_session: killable as a group)."""
+    port = port or free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "sglang_mx.provider",
+        "provider",
+        "--upstream",
+        upstream,
+        "--pricing",
+        str(pricing),
+        "--db",
+        str(db),
+        "--port",
+        str(port),
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"provider exited: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("provider did not start in 60 s")
+            time.sleep(0.2)
+        yield RunningProvider(url, proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def router_process(worker_urls: list[str], policy: str = "cache_aware") -> Iterator[str]:
+    """sglang-router (PyPI) in front of the workers; yields its base URL once it is healthy."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
+           "--port", str(port), "--policy", policy, "--worker-urls", *worker_urls,
+           "--log-level", "warn", "--health-check-interval-secs", "2",
+           "--request-timeout-secs", "120"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"router exited: {proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("router did not become healthy in 120 s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)

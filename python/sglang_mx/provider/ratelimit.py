@@ -1,0 +1,52 @@
+"""Per-key sliding one-minute windows on requests and tokens; a refusal says how long to wait."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+WINDOW_S = 60.0
+
+
+class RateLimiter:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._requests: dict[str, deque[float]] = {}
+        self._tokens: dict[str, deque[tuple[float, int]]] = {}
+
+    def _trim(self, key_id: str, now: float) -> None:
+        reqs = self._requests.setdefault(key_id, deque())
+        while reqs and reqs[0] <= now - WINDOW_S:
+            reqs.popleft()
+        toks = self._tokens.setdefault(key_id, deque())
+        while toks and toks[0][0] <= now - WINDOW_S:
+            toks.popleft()
+
+    def acquire(self, key_id: str, rpm: int, tpm: int) -> float:
+        """Admit one request (returns 0.0) or return the seconds until one would be admitted.
+
+        Tokens are charged after the fact (add_tokens), so a key over its token budget waits
+        until enough of its last minute's tokens age out."""
+        now = self._clock()
+        self._trim(key_id, now)
+        reqs, toks = self._requests[key_id], self._tokens[key_id]
+        waits = []
+        if len(reqs) >= rpm:
+            waits.append(reqs[len(reqs) - rpm] + WINDOW_S - now)
+        used = sum(n for _, n in toks)
+        if used >= tpm:
+            for t, n in toks:  # oldest first: wait until the window sum drops below tpm
+                used -= n
+                if used < tpm:
+                    waits.append(t + WINDOW_S - now)
+                    break
+        if waits:
+            return max(1.0, math.ceil(max(waits)))
+        reqs.append(now)
+        return 0.0
+
+    def add_tokens(self, key_id: str, n: int) -> None:
+        if n > 0:
+            self._tokens.setdefault(key_id, deque()).append((self._clock(), n))

@@ -1,0 +1,166 @@
+"""Relay one upstream SSE stream to the client: keep-alive comments while upstream is silent,
+public model id on every chunk, a final usage chunk with cost before `[DONE]`, an in-band error
+event if the upstream fails mid-stream, and an upstream abort if the client leaves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from sglang_mx.provider.errors import sse_error_event
+from sglang_mx.provider.usage import TokenCounts
+
+if TYPE_CHECKING:
+    from sglang_mx.provider.keys import ApiKey
+    from sglang_mx.provider.service import Provider
+    from sglang_mx.provider.validation import ParsedRequest
+
+KEEPALIVE = b": PROCESSING\n\n"
+DONE = b"data: [DONE]\n\n"
+
+
+class UpstreamStreamError(Exception):
+    pass
+
+
+class StreamRelay:
+    def __init__(
+        self,
+        provider: Provider,
+        stack: AsyncExitStack,
+        resp: httpx.Response,
+        rid: str,
+        key: ApiKey,
+        parsed: ParsedRequest,
+        endpoint: str,
+    ) -> None:
+        self.p, self.stack, self.resp, self.rid = provider, stack, resp, rid
+        self.key, self.parsed, self.endpoint = key, parsed, endpoint
+        self.obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
+        self.counts = TokenCounts()
+        self.created = int(time.time())
+        self.chunks = 0  # content chunks relayed: token count if upstream sends no usage
+
+    def _sse(self, payload: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+    async def _lines(self) -> AsyncIterator[bytes | str]:
+        """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while."""
+        it = self.resp.aiter_lines().__aiter__()
+        pending: asyncio.Future | None = None
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(it.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=self.p.settings.keepalive_s)
+                if not done:
+                    yield KEEPALIVE
+                    continue
+                fut, pending = pending, None
+                try:
+                    yield fut.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            if pending is not None:
+                pending.cancel()
+
+    async def events(self) -> AsyncIterator[bytes]:
+        model = self.parsed.model
+        status, error = "aborted", "client disconnected"
+        t_start = time.perf_counter()
+        t_last: float | None = None
+        flush_every = self.p.settings.ledger_flush_tokens
+        lines = self._lines()
+        try:
+            saw_done = False
+            async for line in lines:
+                if isinstance(line, bytes):
+                    yield line
+                    continue
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    saw_done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError as e:
+                    raise UpstreamStreamError(
+                        f"upstream sent a malformed event: {data[:100]}"
+                    ) from e
+                if "error" in chunk or chunk.get("object") == "error":
+                    err = chunk.get("error", chunk)
+                    msg = (
+                        err.get("message", "upstream error") if isinstance(err, dict) else str(err)
+                    )
+                    raise UpstreamStreamError(f"upstream error: {msg}")
+                self.counts.update(chunk.pop("usage", None))
+                if not chunk.get("choices"):
+                    continue  # upstream's own usage-only chunk; ours comes last
+                now = time.perf_counter()
+                if t_last is None:
+                    self.p.metrics.ttft.labels(model.id).observe(now - t_start)
+                else:
+                    self.p.metrics.itl.labels(model.id).observe(now - t_last)
+                t_last = now
+                self.chunks += 1
+                chunk["model"], chunk["id"] = model.id, self.rid
+                yield self._sse(chunk)
+                if self.chunks % flush_every == 0:
+                    # So a crash bills what was produced up to here.
+                    c = self.counts
+                    self.p.ledger.progress(self.rid, c.prompt, c.completion, c.cached)
+            if not saw_done:
+                raise UpstreamStreamError("upstream closed the stream before it finished")
+            if self.counts.completion == 0:
+                self.counts.completion = self.chunks
+            usage = self.counts.billed(model)
+            final = {
+                "id": self.rid,
+                "object": self.obj,
+                "created": self.created,
+                "model": model.id,
+                "provider": "sglang-mx",
+                "choices": [],
+                "usage": usage,
+            }
+            status, error = "ok", None
+            yield self._sse(final)
+            yield DONE
+        except (UpstreamStreamError, httpx.HTTPError) as e:
+            status, error = "error", str(e) or type(e).__name__
+            code = 408 if isinstance(e, httpx.TimeoutException) else 502
+            self.p.metrics.errors.labels(str(code), "upstream_stream_failed").inc()
+            yield sse_error_event(
+                self.rid,
+                model.id,
+                self.created,
+                code,
+                f"upstream failed mid-stream: {error}",
+                "upstream_stream_failed",
+                self.obj,
+            )
+            yield DONE
+        finally:
+            if status == "aborted":
+                # Client gone: tell SGLang to free the request's KV now, not at the next token.
+                asyncio.ensure_future(self.p.upstream.abort(self.rid))
+            await self._close(lines)
+            self.p.finish(
+                self.rid, self.key, self.parsed, self.endpoint, status, self.counts, error
+            )
+
+    async def _close(self, lines: AsyncIterator) -> None:
+        try:
+            await lines.aclose()  # type: ignore[attr-defined]
+            await self.stack.aclose()
+        except Exception:  # noqa: BLE001 - closing a broken upstream stream must not mask billing
+            pass

@@ -1,0 +1,32 @@
+"""Settings of one provider process: a single frozen dataclass built from the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    upstream: str  # SGLang server or sglang-router base URL
+    pricing_path: Path
+    db_path: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # "auto": namespace the prefix cache per key when more than one active key exists.
+    isolation: str = "auto"
+    keepalive_s: float = 2.0  # SSE ": PROCESSING" comment period while the first token is pending
+    health_ttl_s: float = 5.0  # /health caches its one-token upstream probe this long
+    connect_timeout_s: float = 3.0
+    read_timeout_s: float = 300.0  # longest silence tolerated from upstream mid-request
+    ledger_flush_tokens: int = 16  # streamed tokens between ledger progress writes
+    default_rpm: int = 60
+    default_tpm: int = 100_000
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ("auto", "on", "off"):
+            raise ValueError(f"isolation must be auto, on or off, not {self.isolation!r}")
+        object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
+        object.__setattr__(self, "pricing_path", Path(self.pricing_path))
+        object.__setattr__(self, "db_path", Path(self.db_path))

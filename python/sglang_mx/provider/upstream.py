@@ -1,0 +1,101 @@
+"""HTTP client to the upstream (an SGLang server or sglang-router): JSON calls, SSE streams,
+best-effort aborts, and failures mapped to provider errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from sglang_mx.provider.errors import ProviderError, upstream_unavailable
+
+
+def _upstream_error(status: int, text: str) -> ProviderError:
+    """Map an upstream HTTP error to the status a client should see."""
+    try:
+        detail = json.loads(text)
+        msg = detail.get("message") or detail.get("error", {}).get("message") or text
+    except (ValueError, AttributeError):
+        msg = text
+    msg = str(msg)[:500]
+    if status in (400, 413, 422):
+        lowered = msg.lower()
+        if "context length" in lowered or "longer than" in lowered or "too long" in lowered:
+            return ProviderError(413, f"prompt too long: {msg}", "context_length_exceeded")
+        return ProviderError(400, msg, "upstream_rejected")
+    if status == 429:
+        return ProviderError(
+            503,
+            "upstream overloaded, retry shortly",
+            "upstream_overloaded",
+            headers={"Retry-After": "1"},
+        )
+    if status == 503:
+        return upstream_unavailable(f"upstream unavailable: {msg}", 503)
+    return upstream_unavailable(f"upstream failed with HTTP {status}: {msg}", 502)
+
+
+class Upstream:
+    def __init__(self, base_url: str, connect_timeout_s: float, read_timeout_s: float) -> None:
+        self.base_url = base_url
+        timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
+        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=64)
+        self.client = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            resp = await self.client.post(path, json=body)
+        except httpx.TimeoutException as e:
+            raise ProviderError(
+                502, f"upstream timed out ({type(e).__name__})", "upstream_timeout"
+            ) from e
+        except httpx.TransportError as e:
+            raise upstream_unavailable(f"upstream unreachable: {type(e).__name__}") from e
+        if resp.status_code != 200:
+            raise _upstream_error(resp.status_code, resp.text)
+        try:
+            return resp.json()
+        except ValueError as e:
+            raise upstream_unavailable("upstream sent invalid JSON") from e
+
+    @asynccontextmanager
+    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+        """Open an SSE stream; errors before the first byte raise ProviderError."""
+        req = self.client.build_request("POST", path, json=body)
+        try:
+            resp = await self.client.send(req, stream=True)
+        except httpx.TimeoutException as e:
+            raise ProviderError(
+                502, f"upstream timed out ({type(e).__name__})", "upstream_timeout"
+            ) from e
+        except httpx.TransportError as e:
+            raise upstream_unavailable(f"upstream unreachable: {type(e).__name__}") from e
+        try:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")
+                raise _upstream_error(resp.status_code, text)
+            yield resp
+        finally:
+            await resp.aclose()
+
+    async def abort(self, rid: str) -> None:
+        """Ask the upstream to drop `rid` (frees its KV); routers without the route ignore it."""
+        try:
+            await self.client.post("/abort_request", json={"rid": rid}, timeout=2.0)
+        except httpx.HTTPError:
+            pass
+
+    async def probe(self) -> bool:
+        """Generate one token: live, not just listening."""
+        body = {"text": "ping", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+        try:
+            resp = await self.client.post("/generate", json=body, timeout=30.0)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200

@@ -1,0 +1,92 @@
+"""SGLang FusedMoE method for MXFP4 experts: holds packed E2M1 weights and E8M0 scales in
+SGLang's w13/w2 layout and runs the experts through `sgl_kernel_rocm.moe.fused_moe_mxfp4`
+(torch reference on CPU tensors, Triton kernels on GPU tensors)."""
+
+from __future__ import annotations
+
+import torch
+from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoeWeightScaleSupported
+from sglang.srt.layers.quantization.base_config import FusedMoEMethodBase
+from sglang.srt.utils import set_weight_attrs
+
+from sglang_mx.env import ENV
+from sglang_mx.quant.scheme import MxScheme
+
+BLOCK = 32
+
+
+class MxFp4MoEMethod(FusedMoEMethodBase):
+    def __init__(self, scheme: MxScheme, prefix: str = "") -> None:
+        self.scheme = scheme
+        self.prefix = prefix
+        self.moe_runner_config = None
+
+    def create_weights(
+        self,
+        layer: torch.nn.Module,
+        num_experts: int,
+        hidden_size: int,
+        intermediate_size_per_partition: int,
+        params_dtype: torch.dtype,
+        **extra_weight_attrs,
+    ) -> None:
+        for dim, what in ((hidden_size, "hidden_size"), (intermediate_size_per_partition,
+                                                         "moe intermediate size per TP rank")):
+            if dim % BLOCK:
+                raise ValueError(
+                    f"{self.prefix}: {what}={dim} is not a multiple of the MXFP4 block ({BLOCK}); "
+                    "choose a TP/EP layout that keeps each expert shard a multiple of 32"
+                )
+        inter = intermediate_size_per_partition
+        shapes = {
+            "w13_weight": (num_experts, 2 * inter, hidden_size // 2),
+            "w13_weight_scale": (num_experts, 2 * inter, hidden_size // BLOCK),
+            "w2_weight": (num_experts, hidden_size, inter // 2),
+            "w2_weight_scale": (num_experts, hidden_size, inter // BLOCK),
+        }
+        for name, shape in shapes.items():
+            param = torch.nn.Parameter(torch.zeros(shape, dtype=torch.uint8), requires_grad=False)
+            layer.register_parameter(name, param)
+            set_weight_attrs(param, extra_weight_attrs)
+            if name.endswith("_scale"):
+                # group scales shard like the weights they scale
+                set_weight_attrs(param, {"quant_method": FusedMoeWeightScaleSupported.GROUP.value})
+
+    def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+        # Scale byte 0xFF is NaN in E8M0: a block of NaNs would poison every token routed there.
+        for name in ("w13_weight_scale", "w2_weight_scale"):
+            if bool((getattr(layer, name).data == 0xFF).any()):
+                raise ValueError(
+                    f"{self.prefix}.{name} holds E8M0 NaN scales (0xFF): the checkpoint is corrupt "
+                    "or was not written as MXFP4"
+                )
+
+    def create_moe_runner(self, layer: torch.nn.Module, moe_runner_config) -> None:
+        self.moe_runner_config = moe_runner_config
+        if moe_runner_config.activation != "silu":
+            raise NotImplementedError(
+                f"{self.prefix}: MXFP4 experts support SwiGLU (silu) only, got "
+                f"{moe_runner_config.activation!r}"
+            )
+
+    def get_moe_runner_backend(self, layer: torch.nn.Module):
+        # None: we consume SGLang's standard TopK output directly (local expert ids).
+        return None
+
+    def apply(self, layer: torch.nn.Module, dispatch_output):
+        from sgl_kernel_rocm.moe import fused_moe_mxfp4
+        from sglang.srt.layers.moe.token_dispatcher import StandardCombineInput
+
+        topk_weights, topk_ids, _ = dispatch_output.topk_output
+        out = fused_moe_mxfp4(
+            dispatch_output.hidden_states,
+            layer.w13_weight,
+            layer.w13_weight_scale,
+            layer.w2_weight,
+            layer.w2_weight_scale,
+            topk_weights.float(),
+            topk_ids,
+            act_quant=self.scheme.act_quant,
+            backend=ENV.moe_backend,
+        )
+        return StandardCombineInput(hidden_states=out)

@@ -1,0 +1,106 @@
+"""Which MXFP4 scheme a checkpoint's `quantization_config` describes, validated up front.
+
+Two layouts are accepted, both experts-only with per-expert tensors `...experts.{e}.{gate,up,
+down}_proj.weight` (uint8, two E2M1 values per byte, even element in the low nibble) and
+`.weight_scale` (uint8 E8M0, one per 32 elements along the input dim):
+
+- ours: {"quant_method": "mxfp4", "format": "sglang_mx", "act_quant": "none"|"mxfp4"}
+  (written by `sglang-mx quantize`);
+- AMD Quark: {"quant_method": "quark", "global_quant_config" | "layer_quant_config": weight fp4
+  per_group 32 e8m0 static, input_tensors null (w4a16) or fp4 per_group 32 dynamic (w4a4),
+  "exclude": [...]}, as amd/GLM-5.2-MXFP4 is laid out.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+ACT_QUANTS = ("none", "mxfp4")
+
+
+class MxSchemeError(ValueError):
+    """The checkpoint's quantization_config is not an MXFP4 layout we can serve."""
+
+
+@dataclass(frozen=True)
+class MxScheme:
+    source: str  # "mxfp4" or "quark"
+    act_quant: str  # "none" (W4A16) or "mxfp4" (W4A4)
+    exclude: tuple[str, ...] = field(default_factory=tuple)
+    # Quark only: whether layers outside the MoE experts are quantized unless excluded.
+    quantizes_linear: bool = False
+
+    def is_excluded(self, prefix: str) -> bool:
+        for pattern in self.exclude:
+            if pattern.startswith("re:"):
+                if re.fullmatch(pattern[3:], prefix):
+                    return True
+            elif fnmatch.fnmatchcase(prefix, pattern) or prefix == pattern:
+                return True
+        return False
+
+
+def _is_mxfp4_weight(spec: dict[str, Any] | None) -> bool:
+    return bool(
+        spec
+        and spec.get("dtype") == "fp4"
+        and spec.get("qscheme") == "per_group"
+        and spec.get("group_size") == 32
+        and spec.get("scale_format") == "e8m0"
+        and not spec.get("is_dynamic")
+    )
+
+
+def _quark_act_quant(spec: dict[str, Any] | None, where: str) -> str:
+    if not spec:
+        return "none"
+    if (
+        spec.get("dtype") == "fp4"
+        and spec.get("qscheme") == "per_group"
+        and spec.get("group_size") == 32
+        and spec.get("is_dynamic", True)
+    ):
+        return "mxfp4"
+    raise MxSchemeError(
+        f"Quark {where}.input_tensors={spec} is not supported: expected null (w4a16) or dynamic "
+        "fp4 per_group group_size 32 (w4a4)"
+    )
+
+
+def parse_scheme(config: dict[str, Any]) -> MxScheme:
+    method = str(config.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        act = str(config.get("act_quant", "none")).lower()
+        if act not in ACT_QUANTS:
+            raise MxSchemeError(f"quantization_config.act_quant={act!r}: expected one of {ACT_QUANTS}")
+        # "block_size", not "weight_block_size": SGLang reads the latter as an FP8 [n, k] block.
+        block = config.get("block_size", 32)
+        if block != 32:
+            raise MxSchemeError(f"quantization_config.block_size={block}: MXFP4 blocks are 32")
+        ignored = config.get("ignored_layers") or config.get("modules_to_not_convert") or []
+        return MxScheme(source="mxfp4", act_quant=act, exclude=tuple(ignored))
+    if method == "quark":
+        layer_cfgs = config.get("layer_quant_config") or {}
+        expert_cfg = None
+        for pattern, cfg in layer_cfgs.items():
+            if "expert" in pattern:
+                expert_cfg = cfg
+                break
+        global_cfg = config.get("global_quant_config") or {}
+        spec = expert_cfg or global_cfg
+        where = "layer_quant_config[experts]" if expert_cfg else "global_quant_config"
+        if not _is_mxfp4_weight(spec.get("weight")):
+            raise MxSchemeError(
+                f"Quark {where}.weight={spec.get('weight')} is not MXFP4 (fp4, per_group, "
+                "group_size 32, e8m0 scales, static)"
+            )
+        return MxScheme(
+            source="quark",
+            act_quant=_quark_act_quant(spec.get("input_tensors"), where),
+            exclude=tuple(config.get("exclude") or ()),
+            quantizes_linear=_is_mxfp4_weight(global_cfg.get("weight")),
+        )
+    raise MxSchemeError(f"quant_method={method!r} is not an MXFP4 layout (mxfp4 or quark)")

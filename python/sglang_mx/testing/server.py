@@ -1,0 +1,136 @@
+"""Start a real SGLang server process (with the sglang_mx plugin) and wait until it serves.
+
+Used by the test suite and benchmarks; the server is `python -m sglang.launch_server`, exactly
+what a user runs, on a free loopback port. Logs go to a file whose path is kept on the handle so
+a failing start shows its own reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+STARTUP_TIMEOUT_S = 300.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    base_url: str
+    proc: subprocess.Popen
+    log_path: Path
+    startup_s: float
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        # The server's process group holds the scheduler and detokenizer children.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 15)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, 9)
+            self.proc.wait(timeout=timeout)
+
+
+def server_command(model_path: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
+    return [
+        sys.executable, "-m", "sglang.launch_server",
+        "--model-path", str(model_path),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        *extra_args,
+    ]
+
+
+def start_server(
+    model_path: str,
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    timeout: float = STARTUP_TIMEOUT_S,
+) -> ServerProcess:
+    port = port or free_port()
+    log = Path(tempfile.mkstemp(prefix=f"sglang-{port}-", suffix=".log")[1])
+    child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    t0 = time.monotonic()
+    with log.open("wb") as f:
+        proc = subprocess.Popen(
+            server_command(model_path, port, extra_args),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            start_new_session=True,
+        )
+    handle = ServerProcess(f"http://127.0.0.1:{port}", proc, log, 0.0)
+    try:
+        wait_ready(handle, timeout)
+    except BaseException:
+        handle.stop()
+        raise
+    handle.startup_s = time.monotonic() - t0
+    return handle
+
+
+def wait_ready(handle: ServerProcess, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if handle.proc.poll() is not None:
+            raise RuntimeError(
+                f"SGLang server exited with code {handle.proc.returncode} before it was ready; "
+                f"log {handle.log_path}:\n{handle.log_tail()}"
+            )
+        try:
+            # /model_info answers once the tokenizer manager is up; a 1-token generate proves
+            # the scheduler serves too (/health can answer 200 before the first batch).
+            r = httpx.post(
+                f"{handle.base_url}/generate",
+                json={"text": "a", "sampling_params": {"max_new_tokens": 1}},
+                timeout=60,
+            )
+            if r.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1.0)
+    raise TimeoutError(
+        f"SGLang server not ready after {timeout:.0f}s; log {handle.log_path}:\n{handle.log_tail()}"
+    )
+
+
+@contextlib.contextmanager
+def launch_server(
+    model_path: str,
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[str]:
+    """Context manager yielding the base URL of a live server; stops it on exit."""
+    handle = start_server(model_path, extra_args, env=env, port=port)
+    try:
+        yield handle.base_url
+    finally:
+        handle.stop()

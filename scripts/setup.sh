@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the CPU development environment into a venv: torch 2.13.0 (CPU), SGLang 0.5.23 without its
+# CUDA dependency tree, the pinned light dependencies it needs, dev extras, and our two packages
+# in editable mode. Safe to re-run: pip skips what is already satisfied.
+set -euo pipefail
+VENV=${1:-.venv}
+PY=${2:-python3}
+cd "$(dirname "$0")/.."
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+$PIP install "torch==2.13.0"
+# --no-deps: sglang's declared deps pull ~11 GB of CUDA wheels (and a CUDA torch).
+$PIP install --no-deps "sglang==0.5.23"
+$PIP install -r requirements/cpu-constraints.txt -r requirements/dev.txt
+$PIP install --no-deps --no-build-isolation -e ./sgl-kernel-rocm -e .
+"$VENV/bin/python" - <<'PY'
+import torch, sglang, triton
+assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"
+print(f"setup ok: torch {torch.__version__}, sglang {sglang.__version__}, triton {triton.__version__}")
+PY

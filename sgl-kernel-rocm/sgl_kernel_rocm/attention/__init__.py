@@ -1,0 +1,33 @@
+"""Paged decode attention kernels: GQA, MLA (absorbed, FP8 latent) and DSA top-k sparse.
+
+Each public wrapper has a float64 torch reference beside it (`*_ref`); launch configs come from
+configs/decode_*/<arch>.json through sgl_kernel_rocm.tuning.
+"""
+
+from __future__ import annotations
+
+from sgl_kernel_rocm.attention.dsa_decode import dsa_sparse_decode, dsa_sparse_decode_ref
+from sgl_kernel_rocm.attention.dsa_indexer import (
+    dsa_indexer,
+    dsa_indexer_scores,
+    dsa_indexer_scores_ref,
+    select_topk,
+)
+from sgl_kernel_rocm.attention.gqa_decode import gqa_decode, gqa_decode_ref
+from sgl_kernel_rocm.attention.mla_decode import mla_decode, mla_decode_ref
+from sgl_kernel_rocm.attention.reduce import merge_splits, merge_splits_ref
+
+__all__ = [
+    "dsa_indexer",
+    "dsa_indexer_scores",
+    "dsa_indexer_scores_ref",
+    "dsa_sparse_decode",
+    "dsa_sparse_decode_ref",
+    "gqa_decode",
+    "gqa_decode_ref",
+    "merge_splits",
+    "merge_splits_ref",
+    "mla_decode",
+    "mla_decode_ref",
+    "select_topk",
+]

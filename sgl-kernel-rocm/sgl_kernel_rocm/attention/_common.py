@@ -1,0 +1,85 @@
+"""Shared plumbing for the decode-attention kernels: launch configs, split planning, scales."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from sgl_kernel_rocm.arch import current_arch
+from sgl_kernel_rocm.tuning import get_config
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+MAX_SPLITS = 64
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels through its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def decode_heuristic(m: int) -> dict[str, Any]:
+    """Config that launches anywhere: 64-token tiles, ~2 waves of programs on a big GPU.
+
+    In the interpreter every program costs Python time, so no extra splits there.
+    """
+    if interpreting() or not torch.cuda.is_available():
+        return {
+            "BLOCK_N": 64,
+            "num_warps": 4,
+            "num_stages": 1,
+            "target_programs": 1,
+            "min_split_tokens": 256,
+        }
+    return {
+        "BLOCK_N": 64,
+        "num_warps": 4,
+        "num_stages": 2,
+        "target_programs": 264,
+        "min_split_tokens": 256,
+    }
+
+
+def resolve_config(op: str, batch: int, shape_key: str) -> dict[str, Any]:
+    """Launch config for `op` from configs/<op>/<arch>.json (see tuning.py), else the heuristic."""
+    arch = "cpu" if interpreting() else current_arch()
+    cfg, _ = get_config(op, arch, batch, shape_key, decode_heuristic)
+    return cfg
+
+
+def plan_splits(cfg: dict[str, Any], programs_per_split: int, max_len: int) -> int:
+    """Flash-decoding split count: enough programs to fill the GPU, but never tiny splits."""
+    want = -(-int(cfg["target_programs"]) // max(1, programs_per_split))
+    cap = max(1, -(-max_len // int(cfg["min_split_tokens"])))
+    return int(max(1, min(want, cap, MAX_SPLITS)))
+
+
+def scale_vector(scale: float | torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
+    """Dequant scales as an fp32 vector of length n (one per KV head); None means 1.0."""
+    if scale is None:
+        return torch.ones(n, dtype=torch.float32, device=device)
+    t = torch.as_tensor(scale, dtype=torch.float32, device=device).reshape(-1)
+    if t.numel() == 1:
+        return t.expand(n).contiguous()
+    if t.numel() != n:
+        raise ValueError(f"scale has {t.numel()} entries, expected 1 or {n} (one per KV head)")
+    return t.contiguous()
+
+
+def check_block_table(block_table: torch.Tensor, seq_lens: torch.Tensor, page_size: int) -> None:
+    if block_table.dim() != 2 or seq_lens.dim() != 1:
+        raise ValueError("block_table must be [batch, max_pages] and seq_lens [batch]")
+    if block_table.shape[0] != seq_lens.shape[0]:
+        raise ValueError(
+            f"block_table has {block_table.shape[0]} rows but seq_lens has {seq_lens.shape[0]}"
+        )
+    if block_table.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"block_table must be int32/int64, got {block_table.dtype}")
+    if seq_lens.numel() and int(seq_lens.max()) > block_table.shape[1] * page_size:
+        raise ValueError("a sequence is longer than its block_table row can address")

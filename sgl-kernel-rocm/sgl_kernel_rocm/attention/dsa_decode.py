@@ -1,0 +1,65 @@
+"""DSA (DeepSeek Sparse Attention) decode: MLA over a per-request list of top-k token positions.
+
+indices [B, K] (int32, K = 2,048 for GLM-5) are logical positions within each request, mapped to
+the paged latent cache through block_table. Entries < 0 or >= seq_len are skipped (so a list may
+hold fewer valid entries than K); duplicates are attended as often as they are listed, exactly
+like the gather in the reference. Kernel body: mla_decode._mla_decode_split_kernel(SPARSE=True).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sgl_kernel_rocm.attention.mla_decode import mla_decode_ref, mla_launch
+
+
+def dsa_sparse_decode(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    indices: torch.Tensor,
+    *,
+    kv_scale: float | torch.Tensor | None = None,
+    sm_scale: float | None = None,
+    num_splits: int | None = None,
+    out: torch.Tensor | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Sparse absorbed-MLA decode of q [B, H, 512+64] over `indices` [B, K] -> [B, H, 512]."""
+    if indices.dim() != 2 or indices.shape[0] != q.shape[0]:
+        raise ValueError(f"indices must be [batch={q.shape[0]}, top_k], got {tuple(indices.shape)}")
+    if indices.dtype not in (torch.int32, torch.int64) or indices.stride(-1) != 1:
+        raise ValueError("indices must be a contiguous int32/int64 tensor")
+    return mla_launch(
+        q,
+        kv_cache,
+        block_table,
+        seq_lens,
+        indices,
+        op="decode_dsa",
+        kv_scale=kv_scale,
+        sm_scale=sm_scale,
+        num_splits=num_splits,
+        out=out,
+        return_lse=return_lse,
+    )
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def dsa_sparse_decode_ref(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    indices: torch.Tensor,
+    *,
+    kv_scale: float | torch.Tensor | None = None,
+    sm_scale: float | None = None,
+) -> torch.Tensor:
+    """Float64 reference of dsa_sparse_decode."""
+    return mla_decode_ref(
+        q, kv_cache, block_table, seq_lens, kv_scale=kv_scale, sm_scale=sm_scale, indices=indices
+    )

@@ -1,0 +1,189 @@
+"""DSA lightning indexer for decode: score every cached token, then pick the top-k positions.
+
+score[b, t] = k_scale[t] * sum_h w[b, h] * relu(q[b, h] . k[t]) with 32 heads x 128 dims
+(GLM-5), index keys in a paged FP8 e4m3 cache [num_pages, page_size, 128] with one fp32 scale
+per token [num_pages, page_size]; w carries the head weights and softmax scale. Scoring is a
+Triton kernel; top-k selection is torch.topk over the scores (a fused Triton select is future
+work). Output positions are logical (what dsa_decode takes), -1 padded when seq_len < k.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from sgl_kernel_rocm.attention._common import (
+    check_block_table,
+    interpreting,
+    next_pow2,
+    resolve_config,
+)
+
+
+@triton.jit
+def _indexer_score_kernel(
+    Q,
+    W,
+    K,
+    KS,
+    BT,
+    SEQ,
+    OUT,
+    num_heads,
+    stride_qb,
+    stride_qh,
+    stride_wb,
+    stride_kp,
+    stride_kt,
+    stride_ksp,
+    stride_kst,
+    stride_btb,
+    stride_ob,
+    PAGE: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_HI: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    b = tl.program_id(0)
+    tile = tl.program_id(1)
+    seq_len = tl.load(SEQ + b).to(tl.int32)
+    offs_n = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < seq_len
+    offs_h = tl.arange(0, BLOCK_HI)
+    offs_d = tl.arange(0, D)
+    h_mask = offs_h < num_heads
+    q = tl.load(
+        Q + b.to(tl.int64) * stride_qb + offs_h[:, None] * stride_qh + offs_d[None, :],
+        mask=h_mask[:, None],
+        other=0.0,
+    )
+    w = tl.load(W + b.to(tl.int64) * stride_wb + offs_h, mask=h_mask, other=0.0).to(tl.float32)
+    page = tl.load(BT + b.to(tl.int64) * stride_btb + offs_n // PAGE, mask=n_mask, other=0).to(
+        tl.int64
+    )
+    slot = offs_n % PAGE
+    k = tl.load(
+        K + (page * stride_kp + slot * stride_kt)[:, None] + offs_d[None, :],
+        mask=n_mask[:, None],
+        other=0.0,
+    )
+    k_scale = tl.load(KS + page * stride_ksp + slot * stride_kst, mask=n_mask, other=0.0)
+    if UPCAST:
+        # The interpreter's bf16 tl.dot is wrong (triton #11584): do the math in fp32.
+        s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
+    else:
+        s = tl.dot(q, tl.trans(k.to(q.dtype)))
+    score = tl.sum(tl.maximum(s, 0.0) * w[:, None], 0) * k_scale
+    score = tl.where(n_mask, score, float("-inf"))
+    tl.store(OUT + b.to(tl.int64) * stride_ob + offs_n, score, mask=offs_n < stride_ob)
+
+
+def dsa_indexer_scores(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    k_cache: torch.Tensor,
+    k_scale: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    max_len: int | None = None,
+) -> torch.Tensor:
+    """Index scores [B, max_len] (fp32; -inf past each seq_len) for q [B, Hi, 128]."""
+    if k_cache.dim() == 2:
+        k_cache, k_scale = k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
+    batch, hi, d = q.shape
+    _, page_size, dk = k_cache.shape
+    if dk != d or d != next_pow2(d) or weights.shape != (batch, hi):
+        raise ValueError(
+            f"q {tuple(q.shape)}, weights {tuple(weights.shape)} and k_cache "
+            f"{tuple(k_cache.shape)} do not agree (want [B,Hi,D], [B,Hi], [..,D])"
+        )
+    if k_scale.shape != k_cache.shape[:2]:
+        raise ValueError(f"k_scale must be [num_pages, page_size], got {tuple(k_scale.shape)}")
+    check_block_table(block_table, seq_lens, page_size)
+    max_len = int(seq_lens.max()) if max_len is None and batch else (max_len or 0)
+    cfg = resolve_config("decode_dsa_indexer", batch, f"hi{hi}_d{d}")
+    out = torch.empty(batch, max(max_len, 1), dtype=torch.float32, device=q.device)
+    block_n = int(cfg["BLOCK_N"])
+    if batch and max_len:
+        _indexer_score_kernel[(batch, triton.cdiv(max_len, block_n))](
+            q,
+            weights,
+            k_cache,
+            k_scale,
+            block_table,
+            seq_lens,
+            out,
+            hi,
+            q.stride(0),
+            q.stride(1),
+            weights.stride(0),
+            k_cache.stride(0),
+            k_cache.stride(1),
+            k_scale.stride(0),
+            k_scale.stride(1),
+            block_table.stride(0),
+            out.stride(0),
+            PAGE=page_size,
+            D=d,
+            BLOCK_HI=max(16, next_pow2(hi)),
+            BLOCK_N=block_n,
+            UPCAST=interpreting() or q.dtype == torch.float32,
+            num_warps=int(cfg["num_warps"]),
+            num_stages=int(cfg["num_stages"]),
+        )
+    return out[:, :max_len]
+
+
+def select_topk(scores: torch.Tensor, seq_lens: torch.Tensor, k: int) -> torch.Tensor:
+    """Top-k positions per row of scores [B, L] -> int32 [B, k], -1 where seq_len < k."""
+    batch, length = scores.shape
+    idx = torch.full((batch, k), -1, dtype=torch.int32, device=scores.device)
+    take = min(k, length)
+    if take == 0:
+        return idx
+    vals, pos = torch.topk(scores, take, dim=1)
+    pos = torch.where(torch.isfinite(vals), pos, torch.full_like(pos, -1))
+    idx[:, :take] = pos.to(torch.int32)
+    return idx
+
+
+def dsa_indexer(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    k_cache: torch.Tensor,
+    k_scale: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    top_k: int = 2048,
+) -> torch.Tensor:
+    """Top-k token positions [B, top_k] (int32, -1 padded) for the sparse decode."""
+    scores = dsa_indexer_scores(q, weights, k_cache, k_scale, block_table, seq_lens)
+    return select_topk(scores, seq_lens, top_k)
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def dsa_indexer_scores_ref(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    k_cache: torch.Tensor,
+    k_scale: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+) -> torch.Tensor:
+    """Float64 reference of dsa_indexer_scores."""
+    if k_cache.dim() == 2:
+        k_cache, k_scale = k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
+    page = k_cache.shape[1]
+    max_len = int(seq_lens.max())
+    out = torch.full((q.shape[0], max_len), float("-inf"), dtype=torch.float64)
+    for b in range(q.shape[0]):
+        pos = torch.arange(int(seq_lens[b]))
+        pages = block_table[b, pos // page].long()
+        k = k_cache[pages, pos % page].double() * k_scale[pages, pos % page].double()[:, None]
+        s = torch.relu(q[b].double() @ k.T)  # [Hi, n]
+        out[b, : pos.numel()] = (weights[b].double()[:, None] * s).sum(0)
+    return out

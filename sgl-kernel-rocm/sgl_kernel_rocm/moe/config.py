@@ -1,0 +1,59 @@
+"""Launch configs for the fused MXFP4 MoE: JSON tables per arch (configs/moe_mxfp4/<arch>.json)
+resolved by `sgl_kernel_rocm.tuning.get_config`, plus a heuristic that launches on any GPU."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sgl_kernel_rocm.arch import has_native_dot_scaled
+from sgl_kernel_rocm.tuning import get_config
+
+OP = "moe_mxfp4"
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
+
+
+def shape_key(num_experts: int, hidden: int, inter: int, act_quant: str) -> str:
+    """Key of one weight shape in the JSON tables, e.g. "E256_H6144_I2048_a16"."""
+    return f"E{num_experts}_H{hidden}_I{inter}_{'a4' if act_quant == 'mxfp4' else 'a16'}"
+
+
+def heuristic_config(m: int) -> dict[str, Any]:
+    """A config that compiles on every supported GPU: dot dims >= 16, K tile a multiple of 64
+    (two 32-element scale blocks, and the packed K/2 >= 32 that dot_scaled wants)."""
+    if m <= 32:
+        return {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 2}
+    if m <= 512:
+        return {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 2}
+    return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 2}
+
+
+def interpreter_config(m: int) -> dict[str, Any]:
+    """The interpreter pays per program and per op, so few big tiles are fastest there."""
+    return {
+        "BLOCK_M": 32 if m <= 64 else 64,
+        "BLOCK_N": 64,
+        "BLOCK_K": 128,
+        "num_warps": 4,
+        "num_stages": 1,
+    }
+
+
+def resolve_config(
+    arch: str, m: int, num_experts: int, hidden: int, inter: int, act_quant: str
+) -> tuple[dict[str, Any], bool]:
+    """(config, is_tuned) for `m` tokens; on CPU (interpreter) the interpreter config."""
+    if arch == "cpu" or os.environ.get("TRITON_INTERPRET") == "1":
+        return interpreter_config(m), False
+    key = shape_key(num_experts, hidden, inter, act_quant)
+    return get_config(OP, arch, m, key, heuristic_config)
+
+
+def choose_path(arch: str, act_dtype_is_fp32: bool) -> str:
+    """dot_scaled where the matrix units take MX operands natively, else nibble unpack.
+
+    fp32 activations always unpack: dot_scaled takes bf16/fp16 or MX operands only.
+    """
+    if act_dtype_is_fp32:
+        return "unpack"
+    return "dot_scaled" if has_native_dot_scaled(arch) else "unpack"

@@ -1,0 +1,179 @@
+"""Host side of the Triton fused MXFP4 MoE: alignment, buffers, the two launches, the top-k sum."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from sgl_kernel_rocm.arch import current_arch
+from sgl_kernel_rocm.moe import _kernels
+from sgl_kernel_rocm.moe.align import align_tokens
+from sgl_kernel_rocm.moe.config import choose_path, resolve_config
+
+_A_FMT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+_TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+
+
+# Buffer allocator for kernel outputs; tests swap in one that fills them with poison.
+_empty = torch.empty
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def fused_moe_triton(
+    hidden_states: torch.Tensor,
+    w13: torch.Tensor,
+    w13_scale: torch.Tensor,
+    w2: torch.Tensor,
+    w2_scale: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    act_quant: str = "none",
+    shared_output: torch.Tensor | None = None,
+    path: str = "auto",
+    config: dict | None = None,
+) -> torch.Tensor:
+    """Inputs already validated by `fused_moe_mxfp4`."""
+    from sgl_kernel_rocm._mx_triton import quantize_rows
+
+    on_cpu = hidden_states.device.type == "cpu"
+    if on_cpu and not _interpreting():
+        raise RuntimeError(
+            "backend='triton' on CPU tensors needs TRITON_INTERPRET=1 set before sgl_kernel_rocm "
+            "is imported; use backend='torch' (or 'auto') for the CPU path"
+        )
+    num_tokens, hidden = hidden_states.shape
+    num_experts = w13.shape[0]
+    inter = w2.shape[2] * 2
+    top_k = topk_ids.shape[1]
+    n_slots = num_tokens * top_k
+    dtype = hidden_states.dtype
+    arch = current_arch() if not on_cpu else "cpu"
+
+    if path == "auto":
+        path = choose_path(arch, dtype == torch.float32)
+    if path == "dot_scaled" and act_quant == "none" and dtype not in _A_FMT:
+        raise ValueError(f"path='dot_scaled' with W4A16 needs bf16/fp16 activations, got {dtype}")
+    if config is None:
+        config, _ = resolve_config(arch, num_tokens, num_experts, hidden, inter, act_quant)
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    if bn % 32 or bk % 64:
+        raise ValueError(f"BLOCK_N must be a multiple of 32 and BLOCK_K of 64, got {config}")
+    launch = (
+        {}
+        if _interpreting()
+        else {"num_warps": config.get("num_warps", 4), "num_stages": config.get("num_stages", 2)}
+    )
+
+    a4 = act_quant == "mxfp4"
+    dot_scaled = path == "dot_scaled"
+    a_fmt = "e2m1" if a4 else _A_FMT.get(dtype, "bf16")
+    # The interpreter's bf16 dot multiplies raw bits (triton #11584), so it gets fp32 operands.
+    if _interpreting() or dtype == torch.float32:
+        dot_dtype = tl.float32
+    else:
+        dot_dtype = _TL_DTYPE[dtype]
+
+    manual_rne = _interpreting() and dtype == torch.bfloat16
+    x = hidden_states.contiguous()
+    w13, w13_scale = w13.contiguous(), w13_scale.contiguous()
+    w2, w2_scale = w2.contiguous(), w2_scale.contiguous()
+    align = align_tokens(topk_ids, num_experts, bm, exact=on_cpu)
+    weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
+
+    if a4:
+        xq = _empty((num_tokens, hidden // 2), dtype=torch.uint8, device=x.device)
+        xs = _empty((num_tokens, hidden // 32), dtype=torch.uint8, device=x.device)
+        quantize_rows(x, out=(xq, xs))
+    else:
+        xq, xs = x, x  # unused placeholders, never read when A4 is False
+    act = _empty((n_slots, inter), dtype=dtype, device=x.device)
+    if a4:
+        actq = _empty((n_slots, inter // 2), dtype=torch.uint8, device=x.device)
+        acts = _empty((n_slots, inter // 32), dtype=torch.uint8, device=x.device)
+    else:
+        actq, acts = act, act
+
+    grid1 = (align.num_blocks_bound, triton.cdiv(inter, bn))
+    _kernels.gate_up_swiglu_kernel[grid1](
+        x,
+        xq,
+        xs,
+        w13,
+        w13_scale,
+        act,
+        actq,
+        acts,
+        align.sorted_ids,
+        align.block_expert,
+        align.num_padded,
+        n_slots,
+        top_k,
+        hidden,
+        inter,
+        x.stride(0),
+        xq.stride(0),
+        xs.stride(0),
+        w13.stride(0),
+        w13.stride(1),
+        w13_scale.stride(0),
+        w13_scale.stride(1),
+        act.stride(0),
+        actq.stride(0),
+        acts.stride(0),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        A4=a4,
+        DOT_SCALED=dot_scaled,
+        A_FMT=a_fmt,
+        DOT_DTYPE=dot_dtype,
+        MANUAL_BF16_RNE=manual_rne,
+        **launch,
+    )
+
+    # Masked slots are never written, so the per-slot buffer starts at zero.
+    per_slot = torch.zeros((n_slots, hidden), dtype=dtype, device=x.device)
+    grid2 = (align.num_blocks_bound, triton.cdiv(hidden, bn))
+    _kernels.down_kernel[grid2](
+        act,
+        actq,
+        acts,
+        w2,
+        w2_scale,
+        weights,
+        per_slot,
+        align.sorted_ids,
+        align.block_expert,
+        align.num_padded,
+        n_slots,
+        hidden,
+        inter,
+        act.stride(0),
+        actq.stride(0),
+        acts.stride(0),
+        w2.stride(0),
+        w2.stride(1),
+        w2_scale.stride(0),
+        w2_scale.stride(1),
+        per_slot.stride(0),
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        A4=a4,
+        DOT_SCALED=dot_scaled,
+        A_FMT=a_fmt,
+        DOT_DTYPE=dot_dtype,
+        MANUAL_BF16_RNE=manual_rne,
+        **launch,
+    )
+    out = per_slot.view(num_tokens, top_k, hidden).sum(dim=1, dtype=torch.float32)
+    if shared_output is not None:
+        out += shared_output.to(torch.float32)
+    return out.to(dtype)

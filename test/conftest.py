@@ -1,0 +1,36 @@
+"""Suite-wide setup: CPU by default, Triton kernels through the interpreter, no model hubs."""
+
+from __future__ import annotations
+
+import os
+
+# Read by triton when @triton.jit decorators run, so it must be set before any kernel imports.
+if not os.environ.get("SGLANG_MX_TEST_GPU"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available() and os.environ.get("SGLANG_MX_TEST_GPU"):
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a GPU (set SGLANG_MX_TEST_GPU=1 on a GPU node)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def mxfp4_server():
+    """Base URL of one real SGLang server on the bundled MXFP4 model, shared by the session."""
+    from sglang_mx.assets import bundled_model_path
+    from sglang_mx.testing.server import start_server
+
+    handle = start_server(bundled_model_path("mxfp4"), ["--enable-cache-report"])
+    try:
+        yield handle.base_url
+    finally:
+        handle.stop()

@@ -1,0 +1,111 @@
+"""A stand-in OpenAI-compatible server for runner tests: streams `max_tokens` chunks and reports
+cached tokens as the longest common token prefix with earlier prompts (a radix cache in spirit)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+
+class FakeCache:
+    def __init__(self, warm: list[list[int]] | None = None) -> None:
+        self.prompts: list[list[int]] = list(warm or [])
+        self.flushes = 0
+
+    def lookup_insert(self, ids: list[int]) -> int:
+        best = 0
+        for p in self.prompts:
+            n = 0
+            for a, b in zip(ids, p, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        self.prompts.append(ids)
+        return min(best, len(ids) - 1)
+
+
+def make_app(cache: FakeCache, report_cache: bool = True, fail_every: int = 0) -> FastAPI:
+    app = FastAPI()
+    count = {"n": 0}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"data": [{"id": "fake-model"}]}
+
+    @app.post("/flush_cache")
+    async def flush():
+        cache.prompts.clear()
+        cache.flushes += 1
+        return {"ok": True}
+
+    @app.get("/get_model_info")
+    async def model_info():
+        return {"model_path": "fake-model", "is_generation": True}
+
+    @app.post("/generate")
+    async def generate(req: Request):
+        # native SGLang API as the frontend DSL uses it; one "token" per byte here
+        body = await req.json()
+        ids = list(body["text"].encode())
+        n_out = body["sampling_params"].get("max_new_tokens", 16)
+        cached = cache.lookup_insert(ids)
+        meta = {"prompt_tokens": len(ids), "cached_tokens": cached, "completion_tokens": n_out}
+        return {"text": " y" * n_out, "meta_info": meta}
+
+    @app.post("/v1/completions")
+    async def completions(req: Request):
+        body = await req.json()
+        count["n"] += 1
+        if fail_every and count["n"] % fail_every == 0:
+            return JSONResponse({"error": {"code": 503, "message": "overloaded"}}, 503)
+        ids = body["prompt"]
+        cached = cache.lookup_insert(ids)
+        usage = {
+            "prompt_tokens": len(ids),
+            "completion_tokens": body["max_tokens"],
+            "total_tokens": len(ids) + body["max_tokens"],
+        }
+        if report_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        if not body.get("stream"):
+            return {"choices": [{"text": "x"}], "usage": usage}
+
+        async def events():
+            yield ": PROCESSING\n\n"
+            for _ in range(body["max_tokens"]):
+                await asyncio.sleep(0.002)
+                yield f"data: {json.dumps({'choices': [{'text': ' x'}]})}\n\n"
+            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return app
+
+
+@contextlib.contextmanager
+def serve(app: FastAPI):
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

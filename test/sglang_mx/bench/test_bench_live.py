@@ -1,0 +1,84 @@
+"""The whole pipeline at CPU scale against the live bundled-model server: generate, prime, run,
+measure the hit rate, sweep two loads, write the report, through the `bench` CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+from sglang_mx.bench import cli as bench_cli
+from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
+from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.tracegen import generate
+from sglang_mx.bench.workload import LengthDist, get_preset
+
+pytestmark = pytest.mark.server
+
+
+def _input_len(model_dir: str, output_len: int) -> int:
+    with open(f"{model_dir}/config.json") as f:
+        ctx = json.load(f).get("max_position_embeddings", 4096)
+    return min(2048, ctx - output_len - 8)
+
+
+def test_live_run_hits_designed_rate(live_server, bundled_tokenizer_dir):
+    tokens = SegmentTokens(load_tokenizer(bundled_tokenizer_dir))
+    spec = get_preset("cpu-2k-32-60").with_overrides(
+        input_len=LengthDist("fixed", _input_len(bundled_tokenizer_dir, 32)),
+        num_requests=24,
+        arrival="concurrency",
+        concurrency=4,
+    )
+    trace = generate(spec)
+    res = run_trace(
+        trace, materialize(trace, tokens), RunConfig(base_url=live_server, progress=False), tokens
+    )
+    s = res.summary
+    assert s["errors"] == 0, [r.error for r in res.results if r.error][:3]
+    assert s["output_tokens"] == 24 * 32  # ignore_eos honoured
+    assert s["input_tokens"] == sum(r.input_len for r in trace.requests)  # ids sent exactly
+    assert abs(s["hit_rate"] - 0.6) <= 0.05, s["hit_rate"]
+    assert not any("WARM" in w for w in res.warnings), res.warnings
+    assert 0 < s["ttft_s"]["p50"] <= s["ttft_s"]["p95"] <= s["ttft_s"]["max"]
+
+
+def test_live_sweep_via_cli(live_server, bundled_tokenizer_dir, tmp_path):
+    parser = argparse.ArgumentParser()
+    bench_cli.register(parser.add_subparsers())
+    n_in = _input_len(bundled_tokenizer_dir, 8)
+    args = parser.parse_args(
+        [
+            "bench",
+            "sweep",
+            "--url",
+            live_server,
+            "--tokenizer",
+            bundled_tokenizer_dir,
+            "--input-len",
+            str(n_in),
+            "--output-len",
+            "8",
+            "--num-requests",
+            "8",
+            "--concurrencies",
+            "1,4",
+            "--hardware",
+            "MI355X",
+            "--gpus",
+            "1",
+            "--no-progress",
+            "-o",
+            str(tmp_path),
+        ]
+    )
+    assert args.func(args) == 0
+    result = json.loads((tmp_path / "result.json").read_text())
+    points = result["sweep"]["points"]
+    assert [p["x"] for p in points] == [1.0, 4.0]
+    for p in points:
+        assert p["summary"]["errors"] == 0
+        assert abs(p["summary"]["hit_rate"] - 0.6) <= 0.05
+    assert result["cost"]["usd_per_m_output"] > 0
+    assert (tmp_path / "ttft_vs_load.png").stat().st_size > 0
+    assert "Knee" in (tmp_path / "report.md").read_text()

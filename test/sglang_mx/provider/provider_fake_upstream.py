@@ -1,0 +1,97 @@
+"""A scripted stand-in for an SGLang server, for the few failure modes a real server cannot be
+made to produce on demand (upstream 5xx, malformed events, a stream cut mid-way)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from fastapi import FastAPI, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+
+def build_fake_upstream() -> FastAPI:
+    app = FastAPI()
+    app.state.aborted = []
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {}
+
+    @app.get("/get_model_info")
+    async def model_info() -> dict:
+        return {"model_path": "tiny", "is_generation": True}
+
+    @app.get("/get_server_info")
+    async def server_info() -> dict:
+        return {"model_path": "tiny"}
+
+    @app.post("/generate")
+    async def generate() -> dict:
+        return {"text": "x", "meta_info": {"completion_tokens": 1}}
+
+    @app.post("/abort_request")
+    async def abort(request: Request) -> Response:
+        app.state.aborted.append((await request.json()).get("rid"))
+        return Response(status_code=200)
+
+    @app.get("/aborted")
+    async def aborted() -> dict:
+        return {"rids": app.state.aborted}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        text = json.dumps(body["messages"])
+        n = body.get("max_tokens", 4)
+        usage = {
+            "prompt_tokens": 7,
+            "completion_tokens": n,
+            "total_tokens": 7 + n,
+            "prompt_tokens_details": {"cached_tokens": 3},
+        }
+        if "HTTP500" in text:
+            return JSONResponse({"message": "boom"}, status_code=500)
+        if "HTTP503" in text:
+            return JSONResponse({"message": "busy"}, status_code=503)
+        if not body.get("stream"):
+            return JSONResponse(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "usage": usage,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "t" * n},
+                            "finish_reason": "length",
+                        }
+                    ],
+                }
+            )
+
+        async def events():
+            for i in range(n):
+                if "SLOW" in text:
+                    await asyncio.sleep(0.5)
+                if "CUT" in text and i == 2:
+                    raise RuntimeError("cut the stream")  # uvicorn drops the connection
+                if "BADJSON" in text and i == 2:
+                    yield b"data: {not json\n\n"
+                chunk = {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": None}],
+                    "usage": dict(usage, completion_tokens=i + 1),
+                }
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return app

@@ -1,0 +1,73 @@
+"""Helpers for provider tests: pricing files, in-process servers for scripted upstreams, killing
+a server process tree; the provider and router processes come from sglang_mx.provider.launch."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+from sglang_mx.provider.launch import free_port, provider_process, router_process  # noqa: F401
+
+PRICES = {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}
+MODEL_ID = "sglang-mx/glm-tiny-mxfp4"
+
+
+def write_pricing(
+    path: Path, upstream_model: str, context_length: int = 2048, max_completion_tokens: int = 512
+) -> Path:
+    entry = {
+        "id": MODEL_ID,
+        "upstream_model": upstream_model,
+        "name": "GLM tiny (MXFP4 experts)",
+        "description": "bundled toy MoE",
+        "context_length": context_length,
+        "max_completion_tokens": max_completion_tokens,
+        "quantization": "fp4",
+        "usd_per_m": PRICES,
+        "supported_features": ["json_mode"],
+    }
+    path.write_text(json.dumps({"models": [entry]}))
+    return path
+
+
+@contextmanager
+def serve_in_thread(app, port: int | None = None) -> Iterator[str]:
+    """An ASGI app on a loopback port in this process (for scripted upstreams)."""
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise TimeoutError("in-process server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def kill_server_tree(base_url: str) -> int:
+    """SIGKILL the process listening on base_url's port and all its children (a dead worker)."""
+    import psutil
+
+    port = int(base_url.rsplit(":", 1)[1])
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            root = psutil.Process(conn.pid)
+            procs = [root, *root.children(recursive=True)]
+            for p in procs:
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            psutil.wait_procs(procs, timeout=10)
+            return conn.pid
+    raise AssertionError(f"nothing listens on port {port}")

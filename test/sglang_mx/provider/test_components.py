@@ -1,0 +1,186 @@
+"""Unit tests of the provider's parts that need no server: pricing, keys, limits, ledger."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sglang_mx.provider.errors import ProviderError
+from sglang_mx.provider.keys import KeyStore
+from sglang_mx.provider.ledger import Ledger
+from sglang_mx.provider.pricing import floor_price_per_m, load_pricing
+from sglang_mx.provider.ratelimit import RateLimiter
+from sglang_mx.provider.validation import parse_json, validate_chat
+
+PRICES = {"prompt": 0.25, "completion": 1.5, "input_cache_read": 0.025}
+
+
+def _pricing(tmp_path: Path) -> Path:
+    path = tmp_path / "pricing.json"
+    entry = {"id": "mx/m", "usd_per_m": PRICES, "context_length": 100, "max_completion_tokens": 10}
+    path.write_text(json.dumps({"models": [entry]}))
+    return path
+
+
+def test_cost_prices_cached_tokens_at_cache_read(tmp_path: Path) -> None:
+    m = load_pricing(_pricing(tmp_path))["mx/m"]
+    expected = (100 - 40) * 0.25e-6 + 40 * 0.025e-6 + 7 * 1.5e-6
+    assert m.cost(100, 7, 40) == pytest.approx(expected, rel=1e-12)
+    # Cached tokens cannot exceed the prompt (a bad upstream report must not credit the user).
+    assert m.cost(10, 0, 50) == pytest.approx(10 * 0.025e-6)
+    pricing = m.listing()["pricing"]
+    assert pricing["prompt"] == "0.00000025" and pricing["input_cache_read"] == "0.000000025"
+    assert "e" not in pricing["completion"].lower()
+
+
+def test_pricing_directory_and_bad_entries(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(
+        json.dumps(
+            {"id": "a", "usd_per_m": {"prompt": 1}, "context_length": 8, "max_completion_tokens": 4}
+        )
+    )
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            {
+                "id": "b",
+                "usd_per_m": {"completion": 2},
+                "context_length": 8,
+                "max_completion_tokens": 4,
+                "quantization": "fp8",
+            }
+        )
+    )
+    assert sorted(load_pricing(tmp_path)) == ["a", "b"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "id": "c",
+                "usd_per_m": {"prompt": -1},
+                "context_length": 8,
+                "max_completion_tokens": 4,
+            }
+        )
+    )
+    with pytest.raises(ValueError, match="negative"):
+        load_pricing(bad)
+    bad.write_text(
+        json.dumps(
+            {
+                "id": "c",
+                "usd_per_m": {},
+                "context_length": 8,
+                "max_completion_tokens": 4,
+                "quantization": "mxfp4",
+            }
+        )
+    )
+    with pytest.raises(ValueError, match="quantization"):
+        load_pricing(bad)
+
+
+def test_floor_price_matches_the_cost_formula() -> None:
+    # $/M = $/GPU-h x GPUs / (tok/s x 3600) x 1e6; halving utilization doubles the floor.
+    full = floor_price_per_m(1.48, 8, 2626.0)
+    assert full == pytest.approx(1.48 * 8 / (2626 * 3600) * 1e6)
+    assert floor_price_per_m(1.48, 8, 2626.0, utilization=0.5) == pytest.approx(2 * full)
+    with pytest.raises(ValueError):
+        floor_price_per_m(1.0, 8, 0.0)
+
+
+def test_keys_are_hashed_at_rest_and_revocable(tmp_path: Path) -> None:
+    db = tmp_path / "k.sqlite"
+    store = KeyStore(db)
+    key, plain = store.create("alice", rpm=5)
+    other_key, other_plain = KeyStore(db).create("bob")
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("k.sqlite*"))
+    secret = plain.rsplit("-", 1)[1]
+    assert plain.encode() not in raw and secret.encode() not in raw
+    rows = sqlite3.connect(db).execute("SELECT id, digest FROM api_keys").fetchall()
+    assert all(len(d) == 64 and d not in (plain, other_plain) for _, d in rows)
+    assert store.lookup(plain) == key and store.lookup(other_plain).name == "bob"
+    assert store.lookup(plain[:-1] + ("A" if plain[-1] != "A" else "B")) is None
+    assert store.revoke(key.id) and not store.revoke(key.id)
+    assert not store.lookup(plain).active and store.active_count() == 1
+    # Same key under a different database (different salt) digests differently.
+    assert KeyStore(tmp_path / "other.sqlite")._digest(plain) != store._digest(plain)
+    assert store.cache_salt(key.id) != store.cache_salt(other_key.id)
+
+
+def test_rate_limiter_requests_and_tokens() -> None:
+    now = [1000.0]
+    lim = RateLimiter(clock=lambda: now[0])
+    assert all(lim.acquire("k", rpm=3, tpm=10**6) == 0 for _ in range(3))
+    wait = lim.acquire("k", rpm=3, tpm=10**6)
+    assert 59 <= wait <= 60
+    now[0] += 60.5
+    assert lim.acquire("k", rpm=3, tpm=10**6) == 0
+    assert lim.acquire("other", rpm=3, tpm=10**6) == 0  # keys are independent
+    lim.add_tokens("t", 80)
+    now[0] += 30
+    lim.add_tokens("t", 50)
+    wait = lim.acquire("t", rpm=100, tpm=100)
+    assert 29 <= wait <= 31  # the 80-token entry must age out first
+    now[0] += 31
+    assert lim.acquire("t", rpm=100, tpm=100) == 0
+
+
+def test_ledger_finalizes_once_and_recovers_pending(tmp_path: Path) -> None:
+    db = tmp_path / "l.sqlite"
+    ledger = Ledger(db)
+    ledger.start("r1", "k", "mx/m")
+    ledger.start("r2", "k", "mx/m")
+    ledger.progress("r2", 20, 5, 10)
+    assert ledger.finish("r1", "ok", 10, 2, 0, 0.5)
+    assert not ledger.finish("r1", "error", 99, 99, 0, 9.0)  # recorded once
+    with pytest.raises(sqlite3.IntegrityError):
+        ledger.start("r1", "k", "mx/m")
+    # A new process finds r2 pending (crash mid-request) and bills what was recorded.
+    again = Ledger(db)
+    assert again.recover(lambda model, p, c, cached: p + c + cached) == 1
+    r2 = again.get("r2")
+    assert (r2.status, r2.prompt_tokens, r2.completion_tokens, r2.cost) == ("recovered", 20, 5, 35)
+    assert again.recover(lambda *a: 1.0) == 0
+    assert again.spend("k") == pytest.approx(35.5)
+
+
+BAD_BODIES = [
+    (b"", "invalid_json"),
+    (b"[1, 2]", "invalid_json"),
+    (b'{"model": 3, "messages": []}', "invalid_model"),
+    (b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', "unknown_model"),
+    (b'{"model": "mx/m", "messages": "hi"}', "invalid_messages"),
+    (
+        b'{"model": "mx/m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 11}',
+        "max_tokens_exceeded",
+    ),
+    (
+        b'{"model": "mx/m", "messages": [{"role": "user", "content": "x"}], "top_p": true}',
+        "invalid_parameter",
+    ),
+]
+
+
+@pytest.mark.parametrize("raw,reason", BAD_BODIES)
+def test_validation_reasons(tmp_path: Path, raw: bytes, reason: str) -> None:
+    models = load_pricing(_pricing(tmp_path))
+    with pytest.raises(ProviderError) as info:
+        validate_chat(parse_json(raw), models)
+    assert info.value.status == 400 and info.value.reason == reason
+
+
+def test_validation_strips_internal_fields(tmp_path: Path) -> None:
+    models = load_pricing(_pricing(tmp_path))
+    body = {
+        "model": "mx/m",
+        "messages": [{"role": "user", "content": "x"}],
+        "rid": "steal",
+        "cache_salt": "other-tenant",
+        "lora_path": "/etc",
+        "temperature": 0.5,
+    }
+    out = validate_chat(body, models).upstream_body
+    assert not {"rid", "cache_salt", "lora_path"} & set(out)
+    assert out["temperature"] == 0.5 and out["max_tokens"] == 10

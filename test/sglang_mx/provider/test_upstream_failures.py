@@ -1,0 +1,122 @@
+"""Upstream failure modes a real server cannot be made to produce on demand (HTTP 5xx, a
+malformed event, a stream cut mid-way), driven through a scripted upstream."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from provider_fake_upstream import build_fake_upstream
+from provider_support import MODEL_ID, free_port, serve_in_thread, write_pricing
+from sglang_mx.provider.app import build_app
+from sglang_mx.provider.keys import KeyStore
+from sglang_mx.provider.ledger import Ledger
+from sglang_mx.provider.settings import ProviderSettings
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fake")
+    pricing = write_pricing(tmp / "pricing.json", "tiny")
+    db = tmp / "db.sqlite"
+    _, key = KeyStore(db).create("t")
+    fake = build_fake_upstream()
+    with serve_in_thread(fake) as up:
+        settings = ProviderSettings(up, pricing, db, keepalive_s=0.2)
+        with serve_in_thread(build_app(settings)) as url:
+            client = httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+            )
+            yield client, up, db
+            client.close()
+
+
+def _chat(content: str, stream: bool = False, max_tokens: int = 5) -> dict:
+    return {
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
+
+
+def _events(resp: httpx.Response) -> list[str]:
+    return [line for line in resp.iter_lines() if line]
+
+
+@pytest.mark.parametrize("trigger,status", [("HTTP500", 502), ("HTTP503", 503)])
+def test_upstream_http_errors_map_to_5xx(stack, trigger: str, status: int) -> None:
+    client, _, db = stack
+    for stream in (False, True):
+        r = client.post("/v1/chat/completions", json=_chat(trigger, stream))
+        assert r.status_code == status, r.text
+        assert r.json()["error"]["code"] == status
+        rid_rows = [row for row in Ledger(db).rows() if row.status == "error"]
+        assert rid_rows and all(row.cost == 0 for row in rid_rows)
+
+
+def test_midstream_cut_becomes_inband_error_and_bills_tokens_produced(stack) -> None:
+    client, _, db = stack
+    with client.stream("POST", "/v1/chat/completions", json=_chat("CUT", True, 6)) as r:
+        assert r.status_code == 200
+        events = _events(r)
+    assert events[-1] == "data: [DONE]"
+    err = json.loads(events[-2][len("data: ") :])
+    assert err["error"]["code"] == 502 and err["choices"][0]["finish_reason"] == "error"
+    content = [e for e in events[:-2] if e.startswith("data:")]
+    assert len(content) == 2
+    row = Ledger(db).get(err["id"])
+    assert row.status == "error" and row.completion_tokens == 2 and row.cost > 0
+
+
+def test_malformed_upstream_event_becomes_inband_error(stack) -> None:
+    client, _, _ = stack
+    with client.stream("POST", "/v1/chat/completions", json=_chat("BADJSON", True, 6)) as r:
+        events = _events(r)
+    err = json.loads(events[-2][len("data: ") :])
+    assert "malformed" in err["error"]["message"] and events[-1] == "data: [DONE]"
+
+
+def test_keepalive_comments_while_upstream_is_silent(stack) -> None:
+    client, _, _ = stack
+    with client.stream("POST", "/v1/chat/completions", json=_chat("SLOW", True, 2)) as r:
+        events = _events(r)
+    first_data = next(i for i, e in enumerate(events) if e.startswith("data:"))
+    assert ": PROCESSING" in events[:first_data]
+    final = json.loads(events[-2][len("data: ") :])
+    assert final["choices"] == [] and final["usage"]["completion_tokens"] == 2
+
+
+def test_disconnect_calls_upstream_abort(stack) -> None:
+    client, up, db = stack
+    with client.stream("POST", "/v1/chat/completions", json=_chat("SLOW", True, 50)) as r:
+        rid = r.headers["x-request-id"]
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                break  # leave after the first token
+    deadline = time.monotonic() + 10
+    while rid not in httpx.get(up + "/aborted").json()["rids"]:
+        assert time.monotonic() < deadline, "upstream abort was never requested"
+        time.sleep(0.1)
+    while Ledger(db).get(rid).status == "pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    row = Ledger(db).get(rid)
+    assert row.status == "aborted" and 1 <= row.completion_tokens < 50
+
+
+def test_upstream_down_is_502_and_health_503(tmp_path: Path, pricing_file: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    _, key = KeyStore(db).create("t")
+    dead = f"http://127.0.0.1:{free_port()}"
+    with serve_in_thread(build_app(ProviderSettings(dead, pricing_file, db))) as url:
+        h = {"Authorization": f"Bearer {key}"}
+        for stream in (False, True):
+            r = httpx.post(url + "/v1/chat/completions", json=_chat("x", stream), headers=h)
+            assert r.status_code == 502
+            assert r.json()["error"]["metadata"]["reason"] == "upstream_unavailable"
+        r = httpx.get(url + "/health")
+        assert r.status_code == 503 and r.json()["error"]["code"] == 503

@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
 
-.PHONY: setup serve test bench lint clean
+.PHONY: setup serve test bench model lint clean
 
 setup: $(STAMP)
 
@@ -24,8 +24,17 @@ test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup
+	$(BIN)/python benchmark/serve_cpu.py
 	$(BIN)/python benchmark/kernels/bench_moe.py --quick
 	$(BIN)/python benchmark/kernels/bench_decode_attention.py --quick
+
+# Re-train the bundled tiny model (~25 min on 2 cores) and re-quantize it; not needed to serve.
+ASSETS := python/sglang_mx/assets
+model: setup
+	$(BIN)/python scripts/train_tiny_model.py --out $(ASSETS)/tiny-glm-moe-bf16 --minutes 25
+	rm -rf $(ASSETS)/tiny-glm-moe-mxfp4
+	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm-moe-bf16 $(ASSETS)/tiny-glm-moe-mxfp4
+	$(BIN)/python scripts/eval_tiny_model.py
 
 lint: setup
 	$(BIN)/ruff check python sgl-kernel-rocm benchmark scripts test

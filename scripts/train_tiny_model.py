@@ -125,7 +125,9 @@ def perplexity(model, data: torch.Tensor, seq_len: int, max_windows: int = 64) -
         out = model(input_ids=x[:, :-1], labels=x[:, 1:].clone(), use_cache=False)
         # labels are pre-shifted here, so compute the loss directly on logits
         logits = out.logits.float()
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), x[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            logits.view(-1, logits.size(-1)), x[:, 1:].reshape(-1)
+        )
         total += loss.item() * seq_len
         count += seq_len
     model.train()
@@ -133,7 +135,9 @@ def perplexity(model, data: torch.Tensor, seq_len: int, max_windows: int = 64) -
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (bf16)")
     ap.add_argument("--minutes", type=float, default=20.0, help="wall-clock training budget")
     ap.add_argument("--corpus-mb", type=float, default=12.0, help="stdlib bytes to read")

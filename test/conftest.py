@@ -24,13 +24,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def mxfp4_server():
-    """Base URL of one real SGLang server on the bundled MXFP4 model, shared by the session."""
+def mxfp4_server_handle():
+    """One real SGLang server on the bundled MXFP4 model, shared by the session."""
     from sglang_mx.assets import bundled_model_path
     from sglang_mx.testing.server import start_server
 
     handle = start_server(bundled_model_path("mxfp4"), ["--enable-cache-report"])
     try:
-        yield handle.base_url
+        yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture(scope="session")
+def mxfp4_server(mxfp4_server_handle):
+    """Base URL of the session's MXFP4 server."""
+    return mxfp4_server_handle.base_url

@@ -183,19 +183,23 @@ def roofline_png(rows: list[dict], bw: float, peak: float, path: Path, title: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(12, 5))
     xs = [r["flops"] / r["bytes"] for r in rows]
     lo, hi = min(xs + [0.1]) / 2, max(xs + [10.0]) * 2
     grid = [lo * (hi / lo) ** (i / 100) for i in range(101)]
     ax.plot(grid, [min(peak, bw * x / 1e3) for x in grid], "k-", label="measured roof")
     for key in sorted({(r["layout"], r["backend"], r["mode"]) for r in rows}):
         sel = [r for r in rows if (r["layout"], r["backend"], r["mode"]) == key]
+        label = " ".join(key)
         ax.plot(
             [r["flops"] / r["bytes"] for r in sel],
             [r["tflops"] for r in sel],
             "o-",
-            label=" ".join(key),
+            label=label,
             markersize=4,
+        )
+        ax_t.plot(
+            [r["tokens"] for r in sel], [r["time_us"] for r in sel], "o-", label=label, markersize=4
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -203,6 +207,11 @@ def roofline_png(rows: list[dict], bw: float, peak: float, path: Path, title: st
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
+    ax_t.set_xscale("log")
+    ax_t.set_yscale("log")
+    ax_t.set_xlabel("tokens")
+    ax_t.set_ylabel("time per MoE call (us)")
+    ax_t.set_title("time (GB/s and speedups in the JSON / table)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -227,9 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results"))
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="comma list of layouts")
     parser.add_argument("--iters", type=int, default=None)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU only: torch threads (1 avoids OpenMP spin-wait noise on a shared box)",
+    )
     args = parser.parse_args(argv)
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(args.threads)
     if device == "cuda":
         shapes = {k: LAYOUTS[k] for k in args.layouts.split(",")}
         tokens = (1, 16, 64, 1024) if args.quick else DECODE + PREFILL
@@ -292,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         "matrix_tflops": peak,
         "quick": args.quick,
         "iters": iters,
+        "cpu_threads": torch.get_num_threads() if device == "cpu" else None,
         "command": " ".join([Path(sys.argv[0]).name] + (argv or sys.argv[1:])),
         "note": "CPU timings of the Triton backend are Triton-interpreter timings"
         if device == "cpu"

@@ -1,4 +1,4 @@
-"""sglang_mx: SGLang 0.5.23 extension for MXFP4 MoE serving (plugin, CPU platform, provider, bench)."""
+"""sglang_mx: SGLang 0.5.23 extension for MXFP4 MoE serving (plugin, provider, bench)."""
 
 from __future__ import annotations
 

@@ -29,10 +29,13 @@ class _Env:
 
     @property
     def moe_backend(self) -> str:
-        """SGLANG_MX_MOE_BACKEND=auto|torch|triton: which MXFP4 MoE expert path to run."""
+        """SGLANG_MX_MOE_BACKEND=auto|torch|triton|sglang: which MXFP4 MoE expert path to run
+        ("sglang" leaves SGLang's own MXFP4 MoE in place on GPU nodes)."""
         value = os.environ.get("SGLANG_MX_MOE_BACKEND", "auto").strip().lower()
-        if value not in ("auto", "torch", "triton"):
-            raise ValueError(f"SGLANG_MX_MOE_BACKEND must be auto, torch or triton, got {value!r}")
+        if value not in ("auto", "torch", "triton", "sglang"):
+            raise ValueError(
+                f"SGLANG_MX_MOE_BACKEND must be auto, torch, triton or sglang, got {value!r}"
+            )
         return value
 
     def gpu_visible(self) -> bool:

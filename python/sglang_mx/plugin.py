@@ -30,3 +30,56 @@ def register() -> None:
 
     patches.apply()
     attention_backend.register()
+    _register_checkpoint_check()
+    if not ENV.platform_wanted() and ENV.moe_backend != "sglang":
+        _route_gpu_mxfp4_moe()
+
+
+def _validate_before_load(loader, *args, **kwargs):
+    """BEFORE hook on SGLang's model loader: check local checkpoints before reading weights."""
+    import os
+
+    from sglang_mx.checkpoint import validate_checkpoint
+
+    model_config = kwargs.get("model_config")
+    path = getattr(model_config, "model_path", None)
+    if path and os.path.isdir(path):
+        validate_checkpoint(path)
+    return None
+
+
+def _register_checkpoint_check() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(
+        "sglang.srt.model_loader.loader.DefaultModelLoader.load_model",
+        _validate_before_load,
+        HookType.BEFORE,
+    )
+
+
+def _mx_moe_around(original, self, layer, prefix):
+    """On GPU nodes SGLang keeps its own Mxfp4/Quark configs; only their MoE layers come to us."""
+    from sglang.srt.layers.moe.fused_moe_triton import FusedMoE
+
+    from sglang_mx.quant.moe_method import MxFp4MoEMethod
+    from sglang_mx.quant.scheme import MxScheme, MxSchemeError, parse_scheme
+
+    if not isinstance(layer, FusedMoE):
+        return original(self, layer, prefix)
+    raw = getattr(self, "quant_config", None)
+    try:
+        scheme = parse_scheme(raw) if isinstance(raw, dict) else MxScheme("mxfp4", "none")
+    except MxSchemeError:
+        return original(self, layer, prefix)  # not MXFP4 experts (e.g. Quark FP8): SGLang's
+    return MxFp4MoEMethod(scheme, prefix)
+
+
+def _route_gpu_mxfp4_moe() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    for target in (
+        "sglang.srt.layers.quantization.mxfp4.Mxfp4Config.get_quant_method",
+        "sglang.srt.layers.quantization.quark.quark.QuarkConfig.get_quant_method",
+    ):
+        HookRegistry.register(target, _mx_moe_around, HookType.AROUND)

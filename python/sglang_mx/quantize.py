@@ -40,7 +40,9 @@ def quantize_checkpoint(src: Path, dst: Path, act_quant: str = "none") -> Quanti
         raise ValueError(f"act_quant must be 'none' (W4A16) or 'mxfp4' (W4A4), got {act_quant!r}")
     config = load_config(src)
     if config.get("quantization_config"):
-        raise CheckpointError(src / "config.json", "is already quantized; quantize a bf16 checkpoint")
+        raise CheckpointError(
+            src / "config.json", "is already quantized; quantize a bf16 checkpoint"
+        )
     if src.resolve() == dst.resolve():
         raise ValueError("destination must differ from the source checkpoint")
     dst.mkdir(parents=True, exist_ok=True)
@@ -68,8 +70,10 @@ def quantize_checkpoint(src: Path, dst: Path, act_quant: str = "none") -> Quanti
     save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
 
     for f in src.iterdir():
-        if f.is_file() and f.suffix in COPY_SUFFIXES and f.name not in (
-            "config.json", "model.safetensors.index.json"
+        if (
+            f.is_file()
+            and f.suffix in COPY_SUFFIXES
+            and f.name not in ("config.json", "model.safetensors.index.json")
         ):
             shutil.copy2(f, dst / f.name)
     config["quantization_config"] = {

@@ -9,8 +9,15 @@ from typing import Any
 
 from sglang_mx.env import ENV
 
-_PACKAGES = ("sglang-mx", "sgl-kernel-rocm", "sglang", "torch", "triton", "transformers",
-             "sglang-router")
+_PACKAGES = (
+    "sglang-mx",
+    "sgl-kernel-rocm",
+    "sglang",
+    "torch",
+    "triton",
+    "transformers",
+    "sglang-router",
+)
 
 
 def versions() -> dict[str, str]:
@@ -30,7 +37,8 @@ def plugin_status() -> dict[str, str]:
         out[group] = ", ".join(f"{ep.name} -> {ep.value}" for ep in eps) or "NOT registered"
     out["disabled (SGLANG_MX_DISABLE)"] = str(ENV.disabled)
     out["platform SGLang will use"] = (
-        "mx_cpu (sglang_mx.platform_impl.MxCpuPlatform)" if ENV.platform_wanted()
+        "mx_cpu (sglang_mx.platform_impl.MxCpuPlatform)"
+        if ENV.platform_wanted()
         else "SGLang in-tree GPU platform + sglang_mx general plugin"
     )
     return out
@@ -56,7 +64,8 @@ def kernel_paths() -> dict[str, str]:
         "MoE router (sigmoid + bias top-k)": "SGLang TopK (forward_native on CPU)",
         "attention default": attn_default,
         "attention --attention-backend mx_triton": (
-            "sgl_kernel_rocm GQA paged decode" + (" (Triton interpreter)" if interp else "")
+            "sgl_kernel_rocm GQA paged decode"
+            + (" (Triton interpreter)" if interp else "")
             + "; prefill delegated"
         ),
     }

@@ -84,16 +84,21 @@ async def _first_model(client, base_url: str) -> str:
     return resp.json()["data"][0]["id"]
 
 
-async def flush_cache(client, base_url: str) -> bool:
-    """SGLang's /flush_cache (POST, older servers GET); False if the server has none."""
+async def flush_cache(client, base_url: str, retries: int = 50, wait_s: float = 0.1) -> bool:
+    """SGLang's /flush_cache (POST, older servers GET); False if the server has none. SGLang
+    refuses while requests are still finishing, so a refusal is retried for a few seconds."""
     for method in ("POST", "GET"):
-        try:
-            resp = await client.request(method, f"{base_url}/flush_cache")
-        except Exception:
-            return False
-        if resp.status_code < 300:
-            return True
-        if resp.status_code not in (404, 405):
+        for _ in range(retries):
+            try:
+                resp = await client.request(method, f"{base_url}/flush_cache")
+            except Exception:
+                return False
+            if resp.status_code < 300:
+                return True
+            if resp.status_code in (404, 405):
+                break
+            await asyncio.sleep(wait_s)
+        else:
             return False
     return False
 

@@ -17,8 +17,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("src", type=Path, help="bf16 checkpoint directory")
     p.add_argument("dst", type=Path, help="output directory")
-    p.add_argument("--act-quant", choices=["none", "mxfp4"], default="none",
-                   help="activations at serve time: none = W4A16 (default), mxfp4 = W4A4")
+    p.add_argument(
+        "--act-quant",
+        choices=["none", "mxfp4"],
+        default="none",
+        help="activations at serve time: none = W4A16 (default), mxfp4 = W4A4",
+    )
     p.set_defaults(func=run)
 
 
@@ -31,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     except (CheckpointError, ValueError) as e:
         print(f"sglang-mx quantize: error: {e}")
         return 2
-    print(f"quantized {r.quantized} expert tensors, kept {r.kept}; "
-          f"{r.bytes_in / 1e6:.1f} MB -> {r.bytes_out / 1e6:.1f} MB in {args.dst}")
+    print(
+        f"quantized {r.quantized} expert tensors, kept {r.kept}; "
+        f"{r.bytes_in / 1e6:.1f} MB -> {r.bytes_out / 1e6:.1f} MB in {args.dst}"
+    )
     return 0

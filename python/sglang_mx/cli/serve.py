@@ -24,8 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model-path", default=None, help="HF model dir or id (default: bundled MXFP4)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--no-cache-report", action="store_true",
-                   help="do not pass --enable-cache-report (cached tokens in usage)")
+    p.add_argument(
+        "--no-cache-report",
+        action="store_true",
+        help="do not pass --enable-cache-report (cached tokens in usage)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the SGLang command and exit")
     p.set_defaults(func=run, passthrough=True)
 
@@ -36,8 +39,17 @@ def build_command(args: argparse.Namespace) -> list[str]:
         from sglang_mx.assets import bundled_model_path
 
         model = bundled_model_path("mxfp4")
-    cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", model,
-           "--host", args.host, "--port", str(args.port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+    ]
     extra = list(args.extra)
     if not args.no_cache_report and "--enable-cache-report" not in extra:
         cmd.append("--enable-cache-report")
@@ -51,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # Offline by design: models come from local files, never a hub.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    print(f"sglang-mx: serving {cmd[cmd.index('--model-path') + 1]} on http://{args.host}:{args.port}",
-          flush=True)
+    print(
+        f"sglang-mx: serving {cmd[cmd.index('--model-path') + 1]} on http://{args.host}:{args.port}",
+        flush=True,
+    )
     os.execv(cmd[0], cmd)
     return 0  # not reached

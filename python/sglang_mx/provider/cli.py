@@ -26,6 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--keepalive-s", type=float, default=2.0)
     p.add_argument("--health-ttl-s", type=float, default=5.0)
     p.add_argument("--read-timeout-s", type=float, default=300.0)
+    p.add_argument(
+        "--ledger-flush-tokens",
+        type=int,
+        default=16,
+        help="streamed tokens between ledger progress writes (crash-billing granularity)",
+    )
     p.add_argument("--default-rpm", type=int, default=60)
     p.add_argument("--default-tpm", type=int, default=100_000)
     p.add_argument("--log-level", default="warning")
@@ -48,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         keepalive_s=args.keepalive_s,
         health_ttl_s=args.health_ttl_s,
         read_timeout_s=args.read_timeout_s,
+        ledger_flush_tokens=args.ledger_flush_tokens,
         default_rpm=args.default_rpm,
         default_tpm=args.default_tpm,
         log_level=args.log_level,

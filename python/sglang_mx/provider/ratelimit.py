@@ -15,6 +15,7 @@ class RateLimiter:
         self._clock = clock
         self._requests: dict[str, deque[float]] = {}
         self._tokens: dict[str, deque[tuple[float, int]]] = {}
+        self._token_sum: dict[str, int] = {}  # running sum of _tokens[key], O(1) per check
 
     def _trim(self, key_id: str, now: float) -> None:
         reqs = self._requests.setdefault(key_id, deque())
@@ -22,7 +23,7 @@ class RateLimiter:
             reqs.popleft()
         toks = self._tokens.setdefault(key_id, deque())
         while toks and toks[0][0] <= now - WINDOW_S:
-            toks.popleft()
+            self._token_sum[key_id] -= toks.popleft()[1]
 
     def acquire(self, key_id: str, rpm: int, tpm: int) -> float:
         """Admit one request (returns 0.0) or return the seconds until one would be admitted.
@@ -35,7 +36,7 @@ class RateLimiter:
         waits = []
         if len(reqs) >= rpm:
             waits.append(reqs[len(reqs) - rpm] + WINDOW_S - now)
-        used = sum(n for _, n in toks)
+        used = self._token_sum.get(key_id, 0)
         if used >= tpm:
             for t, n in toks:  # oldest first: wait until the window sum drops below tpm
                 used -= n
@@ -50,3 +51,4 @@ class RateLimiter:
     def add_tokens(self, key_id: str, n: int) -> None:
         if n > 0:
             self._tokens.setdefault(key_id, deque()).append((self._clock(), n))
+            self._token_sum[key_id] = self._token_sum.get(key_id, 0) + n

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from sglang_mx.provider.errors import sse_error_event
+from sglang_mx.provider.errors import ProviderError, sse_error_event
 from sglang_mx.provider.usage import TokenCounts
 
 if TYPE_CHECKING:
@@ -34,13 +34,13 @@ class StreamRelay:
         self,
         provider: Provider,
         stack: AsyncExitStack,
-        resp: httpx.Response,
+        opening: asyncio.Future[httpx.Response],
         rid: str,
         key: ApiKey,
         parsed: ParsedRequest,
         endpoint: str,
     ) -> None:
-        self.p, self.stack, self.resp, self.rid = provider, stack, resp, rid
+        self.p, self.stack, self.opening, self.rid = provider, stack, opening, rid
         self.key, self.parsed, self.endpoint = key, parsed, endpoint
         self.obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
         self.counts = TokenCounts()
@@ -52,13 +52,16 @@ class StreamRelay:
 
     async def _lines(self) -> AsyncIterator[bytes | str]:
         """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while."""
-        it = self.resp.aiter_lines().__aiter__()
+        keepalive_s = self.p.settings.keepalive_s
+        while not (await asyncio.wait({self.opening}, timeout=keepalive_s))[0]:
+            yield KEEPALIVE
+        it = self.opening.result().aiter_lines().__aiter__()  # raises the upstream's refusal
         pending: asyncio.Future | None = None
         try:
             while True:
                 if pending is None:
                     pending = asyncio.ensure_future(it.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=self.p.settings.keepalive_s)
+                done, _ = await asyncio.wait({pending}, timeout=keepalive_s)
                 if not done:
                     yield KEEPALIVE
                     continue
@@ -135,19 +138,15 @@ class StreamRelay:
             status, error = "ok", None
             yield self._sse(final)
             yield DONE
-        except (UpstreamStreamError, httpx.HTTPError) as e:
+        except (UpstreamStreamError, httpx.HTTPError, ProviderError) as e:
             status, error = "error", str(e) or type(e).__name__
-            code = 408 if isinstance(e, httpx.TimeoutException) else 502
-            self.p.metrics.errors.labels(str(code), "upstream_stream_failed").inc()
-            yield sse_error_event(
-                self.rid,
-                model.id,
-                self.created,
-                code,
-                f"upstream failed mid-stream: {error}",
-                "upstream_stream_failed",
-                self.obj,
-            )
+            if isinstance(e, ProviderError):  # refused after the SSE response had started
+                code, reason, msg = e.status, e.reason, e.message
+            else:
+                code = 408 if isinstance(e, httpx.TimeoutException) else 502
+                reason, msg = "upstream_stream_failed", f"upstream failed mid-stream: {error}"
+            self.p.metrics.errors.labels(str(code), reason).inc()
+            yield sse_error_event(self.rid, model.id, self.created, code, msg, reason, self.obj)
             yield DONE
         finally:
             if status == "aborted":
@@ -159,6 +158,8 @@ class StreamRelay:
             )
 
     async def _close(self, lines: AsyncIterator) -> None:
+        if not self.opening.done():
+            self.opening.cancel()
         try:
             await lines.aclose()  # type: ignore[attr-defined]
             await self.stack.aclose()

@@ -49,6 +49,8 @@ class Provider:
         )
         self._health: tuple[float, bool] = (0.0, False)
         self._health_lock = asyncio.Lock()
+        self._key_cache: dict[str, tuple[float, ApiKey | None]] = {}
+        self._active_keys: tuple[float, int] = (float("-inf"), 0)
         self.recovered = self.ledger.recover(self._cost_of)
 
     def _cost_of(self, model_id: str, prompt: int, completion: int, cached: int) -> float:
@@ -65,11 +67,24 @@ class Provider:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthorized("missing API key: send `Authorization: Bearer <key>`", "missing_key")
-        key = self.keys.lookup(token.strip())
+        key = self._lookup(token.strip())
         if key is None:
             raise unauthorized("invalid API key", "invalid_key")
         if not key.active:
             raise unauthorized("API key revoked", "revoked_key")
+        return key
+
+    def _lookup(self, plain: str) -> ApiKey | None:
+        """Key record, re-read from SQLite at most every key_cache_ttl_s (revocations made by
+        `sglang-mx keys revoke` in another process apply within that time)."""
+        now = time.monotonic()
+        hit = self._key_cache.get(plain)
+        if hit is not None and now - hit[0] < self.settings.key_cache_ttl_s:
+            return hit[1]
+        key = self.keys.lookup(plain)
+        if len(self._key_cache) > 10_000:  # bounded: random bad keys cannot grow it forever
+            self._key_cache.clear()
+        self._key_cache[plain] = (now, key)
         return key
 
     def admit(self, key: ApiKey) -> None:
@@ -92,7 +107,10 @@ class Provider:
 
     def isolation_active(self) -> bool:
         if self.settings.isolation == "auto":
-            return self.keys.active_count() > 1
+            now = time.monotonic()
+            if now - self._active_keys[0] >= self.settings.key_cache_ttl_s:
+                self._active_keys = (now, self.keys.active_count())
+            return self._active_keys[1] > 1
         return self.settings.isolation == "on"
 
     # --- completions -----------------------------------------------------------------------
@@ -179,13 +197,16 @@ class Provider:
     ) -> Response:
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         stack = AsyncExitStack()
-        try:
-            resp = await stack.enter_async_context(self.upstream.stream(path, body))
-        except ProviderError as e:
+        opening = asyncio.ensure_future(stack.enter_async_context(self.upstream.stream(path, body)))
+        # Refusals that come quickly (upstream down, bad request) keep their HTTP status; a slow
+        # upstream gets an SSE response at once, with keep-alives until it answers.
+        await asyncio.wait({opening}, timeout=self.settings.keepalive_s)
+        if opening.done() and opening.exception() is not None:
             await stack.aclose()
-            self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), e.message)
-            raise
-        relay = StreamRelay(self, stack, resp, rid, key, parsed, endpoint)
+            exc = opening.exception()
+            self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), str(exc))
+            raise exc
+        relay = StreamRelay(self, stack, opening, rid, key, parsed, endpoint)
         return StreamingResponse(
             relay.events(),
             media_type="text/event-stream",

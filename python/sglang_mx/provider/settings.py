@@ -19,6 +19,7 @@ class ProviderSettings:
     health_ttl_s: float = 5.0  # /health caches its one-token upstream probe this long
     connect_timeout_s: float = 3.0
     read_timeout_s: float = 300.0  # longest silence tolerated from upstream mid-request
+    key_cache_ttl_s: float = 2.0  # how stale a cached key record (e.g. a revocation) may be
     ledger_flush_tokens: int = 16  # streamed tokens between ledger progress writes
     default_rpm: int = 60
     default_tpm: int = 100_000

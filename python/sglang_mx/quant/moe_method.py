@@ -4,6 +4,8 @@ SGLang's w13/w2 layout and runs the experts through `sgl_kernel_rocm.moe.fused_m
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoeWeightScaleSupported
 from sglang.srt.layers.quantization.base_config import FusedMoEMethodBase
@@ -13,6 +15,9 @@ from sglang_mx.env import ENV
 from sglang_mx.quant.scheme import MxScheme
 
 BLOCK = 32
+logger = logging.getLogger(__name__)
+# Above this, the CPU reference dequantizes per call rather than holding fp32 copies.
+PREPARE_LIMIT_BYTES = 2 << 30
 
 
 class MxFp4MoEMethod(FusedMoEMethodBase):
@@ -20,6 +25,9 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
         self.scheme = scheme
         self.prefix = prefix
         self.moe_runner_config = None
+        self.prepared = None
+        backend = ENV.moe_backend
+        self.kernel_backend = "auto" if backend == "sglang" else backend
 
     def create_weights(
         self,
@@ -30,14 +38,25 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
         params_dtype: torch.dtype,
         **extra_weight_attrs,
     ) -> None:
-        for dim, what in ((hidden_size, "hidden_size"), (intermediate_size_per_partition,
-                                                         "moe intermediate size per TP rank")):
+        for dim, what in (
+            (hidden_size, "hidden_size"),
+            (intermediate_size_per_partition, "moe intermediate size per TP rank"),
+        ):
             if dim % BLOCK:
                 raise ValueError(
                     f"{self.prefix}: {what}={dim} is not a multiple of the MXFP4 block ({BLOCK}); "
                     "choose a TP/EP layout that keeps each expert shard a multiple of 32"
                 )
         inter = intermediate_size_per_partition
+        logger.info(
+            "sglang_mx: MXFP4 experts %s: %d experts, hidden %d, intermediate %d, %s, kernels %s",
+            self.prefix,
+            num_experts,
+            hidden_size,
+            inter,
+            "W4A4" if self.scheme.act_quant == "mxfp4" else "W4A16",
+            self.kernel_backend,
+        )
         shapes = {
             "w13_weight": (num_experts, 2 * inter, hidden_size // 2),
             "w13_weight_scale": (num_experts, 2 * inter, hidden_size // BLOCK),
@@ -60,6 +79,20 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
                     f"{self.prefix}.{name} holds E8M0 NaN scales (0xFF): the checkpoint is corrupt "
                     "or was not written as MXFP4"
                 )
+        self.prepared = None
+        w13, w2 = layer.w13_weight, layer.w2_weight
+        dequantized_bytes = (w13.numel() + w2.numel()) * 2 * 4
+        if (
+            w13.device.type == "cpu"
+            and self.kernel_backend in ("auto", "torch")
+            and dequantized_bytes <= PREPARE_LIMIT_BYTES
+        ):
+            from sgl_kernel_rocm.moe import prepare_reference_weights
+
+            # CPU reference path: dequantize once at load instead of on every forward.
+            self.prepared = prepare_reference_weights(
+                w13, layer.w13_weight_scale, w2, layer.w2_weight_scale, dtype=torch.float32
+            )
 
     def create_moe_runner(self, layer: torch.nn.Module, moe_runner_config) -> None:
         self.moe_runner_config = moe_runner_config
@@ -87,6 +120,7 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
             topk_weights.float(),
             topk_ids,
             act_quant=self.scheme.act_quant,
-            backend=ENV.moe_backend,
+            backend=self.kernel_backend,
+            prepared=self.prepared,
         )
         return StandardCombineInput(hidden_states=out)

@@ -75,7 +75,9 @@ def parse_scheme(config: dict[str, Any]) -> MxScheme:
     if method == "mxfp4":
         act = str(config.get("act_quant", "none")).lower()
         if act not in ACT_QUANTS:
-            raise MxSchemeError(f"quantization_config.act_quant={act!r}: expected one of {ACT_QUANTS}")
+            raise MxSchemeError(
+                f"quantization_config.act_quant={act!r}: expected one of {ACT_QUANTS}"
+            )
         # "block_size", not "weight_block_size": SGLang reads the latter as an FP8 [n, k] block.
         block = config.get("block_size", 32)
         if block != 32:

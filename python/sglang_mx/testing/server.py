@@ -58,10 +58,15 @@ class ServerProcess:
 
 def server_command(model_path: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
     return [
-        sys.executable, "-m", "sglang.launch_server",
-        "--model-path", str(model_path),
-        "--host", "127.0.0.1",
-        "--port", str(port),
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        str(model_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         *extra_args,
     ]
 
@@ -104,15 +109,16 @@ def wait_ready(handle: ServerProcess, timeout: float) -> None:
                 f"log {handle.log_path}:\n{handle.log_tail()}"
             )
         try:
-            # /model_info answers once the tokenizer manager is up; a 1-token generate proves
-            # the scheduler serves too (/health can answer 200 before the first batch).
-            r = httpx.post(
-                f"{handle.base_url}/generate",
-                json={"text": "a", "sampling_params": {"max_new_tokens": 1}},
-                timeout=60,
-            )
-            if r.status_code == 200:
-                return
+            # /health turns 200 only after SGLang's own warm-up request; then a 1-token
+            # generate proves the scheduler serves.
+            if httpx.get(f"{handle.base_url}/health", timeout=30).status_code == 200:
+                r = httpx.post(
+                    f"{handle.base_url}/generate",
+                    json={"text": "a", "sampling_params": {"max_new_tokens": 1}},
+                    timeout=60,
+                )
+                if r.status_code == 200:
+                    return
         except httpx.HTTPError:
             pass
         time.sleep(1.0)

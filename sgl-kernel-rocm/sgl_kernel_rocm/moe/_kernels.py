@@ -37,14 +37,14 @@ def dequant_tile(packed, scales, ROWS: tl.constexpr, COLS: tl.constexpr):
 
 
 @triton.jit
-def to_store_dtype(x, dtype: tl.constexpr, MANUAL_BF16_RNE: tl.constexpr):
-    """Cast an fp32 tile for storing; MANUAL_BF16_RNE rounds to nearest even by hand first,
-    because the interpreter's fp32 -> bf16 cast truncates (GPUs round to nearest even)."""
+def round_bf16_rne(x, MANUAL_BF16_RNE: tl.constexpr):
+    """fp32 -> fp32 holding the nearest-even bf16 value when MANUAL_BF16_RNE: the interpreter's
+    fp32 -> bf16 cast truncates, while GPUs round to nearest even (then the flag is off)."""
     if MANUAL_BF16_RNE:
         bits = x.to(tl.int32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
         x = bits.to(tl.float32, bitcast=True)
-    return x.to(dtype)
+    return x
 
 
 @triton.jit
@@ -224,7 +224,7 @@ def gate_up_swiglu_kernel(
 
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
-    act = to_store_dtype(act, out_ptr.dtype.element_ty, MANUAL_BF16_RNE)
+    act = round_bf16_rne(act, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty)
     mask = row_ok[:, None] & n_ok[None, :]
     if A4:
         packed, scales = quantize_tile(act.to(tl.float32), BLOCK_M, BLOCK_N)
@@ -321,6 +321,6 @@ def down_kernel(
     acc = acc * weight[:, None]
     tl.store(
         out_ptr + slot[:, None] * stride_out + offs_n[None, :],
-        to_store_dtype(acc, out_ptr.dtype.element_ty, MANUAL_BF16_RNE),
+        round_bf16_rne(acc, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty),
         mask=row_ok[:, None] & n_ok[None, :],
     )

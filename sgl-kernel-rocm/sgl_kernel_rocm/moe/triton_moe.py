@@ -19,6 +19,9 @@ _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float
 
 # Buffer allocator for kernel outputs; tests swap in one that fills them with poison.
 _empty = torch.empty
+# CPU runs size the alignment exactly (one host sync); tests turn this off to run the GPU's
+# worst-case grid, whose surplus programs must exit without writing.
+_EXACT_ALIGN_ON_CPU = True
 
 
 def _interpreting() -> bool:
@@ -84,7 +87,7 @@ def fused_moe_triton(
     x = hidden_states.contiguous()
     w13, w13_scale = w13.contiguous(), w13_scale.contiguous()
     w2, w2_scale = w2.contiguous(), w2_scale.contiguous()
-    align = align_tokens(topk_ids, num_experts, bm, exact=on_cpu)
+    align = align_tokens(topk_ids, num_experts, bm, exact=on_cpu and _EXACT_ALIGN_ON_CPU)
     weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
 
     if a4:

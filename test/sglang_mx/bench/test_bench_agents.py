@@ -30,8 +30,11 @@ def test_agent_plumbing_on_fake_server(name):
 @pytest.mark.server
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_agents_against_live_server(live_server, name):
-    res = compare_reuse(PROGRAMS[name], live_server, sessions=2, max_tokens=4)
-    assert res["calls"] >= 6
+    # one small session each keeps CPU time down; the shared context still dominates prompts
+    kwargs = {"max_tokens": 2, "context_chars": 800}
+    kwargs |= {"steps": 2} if name == "tool_agent" else {"turns": 3} if name == "chat" else {}
+    res = compare_reuse(PROGRAMS[name], live_server, sessions=1, **kwargs)
+    assert res["calls"] >= 3
     assert res["hit_rate"] > 0.5, res
     assert res["no_reuse_hit_rate"] < 0.05, res
     assert res["prefill_tokens_no_reuse"] > 2 * res["prefill_tokens_reuse"]

@@ -53,6 +53,9 @@ def build_fake_upstream() -> FastAPI:
         }
         if "HTTP500" in text:
             return JSONResponse({"message": "boom"}, status_code=500)
+        if "LATE503" in text:
+            await asyncio.sleep(1.0)  # refuses only after the provider started its SSE reply
+            return JSONResponse({"message": "busy"}, status_code=503)
         if "HTTP503" in text:
             return JSONResponse({"message": "busy"}, status_code=503)
         if not body.get("stream"):

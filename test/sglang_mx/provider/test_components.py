@@ -96,7 +96,7 @@ def test_keys_are_hashed_at_rest_and_revocable(tmp_path: Path) -> None:
     key, plain = store.create("alice", rpm=5)
     other_key, other_plain = KeyStore(db).create("bob")
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("k.sqlite*"))
-    secret = plain.rsplit("-", 1)[1]
+    secret = plain.split("-", 3)[3]
     assert plain.encode() not in raw and secret.encode() not in raw
     rows = sqlite3.connect(db).execute("SELECT id, digest FROM api_keys").fetchall()
     assert all(len(d) == 64 and d not in (plain, other_plain) for _, d in rows)

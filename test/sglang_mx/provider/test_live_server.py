@@ -41,9 +41,12 @@ def _cli_create_key(db: Path, name: str, *extra: str) -> str:
     return out.strip().splitlines()[-1]
 
 
-def upstream_running(base_url: str) -> int:
-    """Requests SGLang is running or queueing, from its /v1/loads."""
-    data = httpx.get(base_url + "/v1/loads", timeout=10).json()
+def upstream_running(base_url: str, since: float = 0.0) -> int | None:
+    """Requests SGLang is running or queueing, from its /v1/loads; None if the scheduler's
+    snapshot predates `since` (wall clock), as it lags by a scheduler step."""
+    data = httpx.get(base_url + "/v1/loads", timeout=30).json()
+    if any(load.get("timestamp", 0) <= since for load in data.get("loads", [])):
+        return None
     total = 0
 
     def walk(node: object) -> None:
@@ -206,7 +209,9 @@ def test_stream_sends_usage_last_then_done(live) -> None:
     # Raw SSE: the usage chunk is the last data event before [DONE].
     body = {"model": MODEL_ID, "prompt": _prompt(5), "max_tokens": 4, "stream": True}
     h = {"Authorization": f"Bearer {live['keys']['a']}"}
-    with httpx.stream("POST", live["url"] + "/v1/completions", json=body, headers=h) as r:
+    with httpx.stream(
+        "POST", live["url"] + "/v1/completions", json=body, headers=h, timeout=120
+    ) as r:
         events = [line for line in r.iter_lines() if line.startswith("data:")]
     assert events[-1] == "data: [DONE]"
     last = json.loads(events[-2][5:])
@@ -388,7 +393,7 @@ def test_spend_cap_402(live) -> None:
 def test_keys_hashed_at_rest(live) -> None:
     raw = b"".join(p.read_bytes() for p in live["db"].parent.glob(live["db"].name + "*"))
     for plain in live["keys"].values():
-        assert plain.encode() not in raw and plain.rsplit("-", 1)[1].encode() not in raw
+        assert plain.encode() not in raw and plain.split("-", 3)[3].encode() not in raw
 
 
 def test_disconnect_mid_stream_aborts_upstream(live) -> None:
@@ -404,14 +409,10 @@ def test_disconnect_mid_stream_aborts_upstream(live) -> None:
             seen += line.startswith("data:")
             if seen == 3:
                 break
-        # SGLang's load report lags a scheduler step; wait to see the request running.
-        deadline = time.monotonic() + 10
-        while upstream_running(live["upstream"]) < 1:
-            assert time.monotonic() < deadline, "request never showed as running upstream"
-            time.sleep(0.1)
-    t_left = time.monotonic()
-    deadline = t_left + 15
-    while upstream_running(live["upstream"]) > 0:
+    # Three chunks arrived, so SGLang was decoding; now it must stop long before max_tokens.
+    t_left = time.time()
+    deadline = time.monotonic() + 30
+    while upstream_running(live["upstream"], since=t_left) != 0:
         assert time.monotonic() < deadline, "SGLang kept generating after the client left"
         time.sleep(0.2)
     while Ledger(live["db"]).get(rid).status == "pending":
@@ -429,10 +430,12 @@ def test_prefix_cache_isolated_per_key(live) -> None:
         u = _client(live, key).chat.completions.create(model=MODEL_ID, messages=msgs, max_tokens=1)
         return u.usage.prompt_tokens_details.cached_tokens
 
-    assert cached("a") == 0
-    assert cached("a") > 0  # tenant a warmed its own namespace
-    assert cached("b") == 0  # ... which tenant b cannot see
-    assert cached("b") > 0
+    a_first, a_second = cached("a"), cached("a")
+    b_first, b_second = cached("b"), cached("b")
+    # Only the chat template's few leading tokens may be shared within a tenant's namespace.
+    assert a_second > 4 * max(a_first, 1)  # tenant a warmed its own namespace
+    assert b_first < a_second / 4  # ... which tenant b cannot see
+    assert b_second > 4 * max(b_first, 1)
 
 
 def test_metrics_exposed(live) -> None:
@@ -461,7 +464,9 @@ def test_ledger_survives_crash_mid_request(live, tmp_path: Path) -> None:
         "stream": True,
         "ignore_eos": True,
     }
-    with provider_process(live["upstream"], live["pricing"], db) as prov:
+    with provider_process(
+        live["upstream"], live["pricing"], db, "--ledger-flush-tokens", "4"
+    ) as prov:
         r0 = _client({"url": prov.url, "keys": {"k": key}}, "k").completions.create(
             model=MODEL_ID, prompt="hi", max_tokens=2
         )
@@ -476,7 +481,7 @@ def test_ledger_survives_crash_mid_request(live, tmp_path: Path) -> None:
             seen = 0
             for line in r.iter_lines():
                 seen += line.startswith("data:")
-                if seen == 40:
+                if seen == 12:
                     break
             prov.kill()
         assert Ledger(db).get(rid).status == "pending"
@@ -484,8 +489,8 @@ def test_ledger_survives_crash_mid_request(live, tmp_path: Path) -> None:
         rows = {row.id: row for row in Ledger(db).rows()}
     assert rows[r0.id].status == "ok" and len(rows) == 2  # earlier rows intact, none doubled
     row = rows[rid]
-    # Billed for what was recorded before the crash (progress is written every 16 tokens).
-    assert row.status == "recovered" and 16 <= row.completion_tokens < 400
+    # Billed for what was recorded before the crash (progress is written every 4 chunks).
+    assert row.status == "recovered" and 4 <= row.completion_tokens < 400
     assert row.cost == pytest.approx(
         _expected_cost(row.prompt_tokens, row.completion_tokens, row.cached_tokens)
     )

@@ -9,7 +9,6 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from pathlib import Path
 
 import httpx
 import pytest
@@ -30,26 +29,21 @@ REQUEST_BOUND_S = 90  # a request outliving this counts as hung
 
 
 @pytest.fixture(scope="module")
-def topology(tmp_path_factory):
+def topology(mxfp4_server: str, tmp_path_factory):
+    """Worker 0 is the session's shared server; worker 1 is ours, the one killed."""
     from sglang_mx.assets import bundled_model_path
     from sglang_mx.testing.server import launch_server
 
     tmp = tmp_path_factory.mktemp("router")
-    model = str(bundled_model_path("mxfp4"))
     with ExitStack() as stack:
-        # Start both workers at once: each start-up is ~30-40 s of mostly-idle waiting.
-        cms = [launch_server(model, extra_args=WORKER_ARGS) for _ in range(2)]
-        with ThreadPoolExecutor(2) as pool:
-            workers = list(pool.map(lambda cm: cm.__enter__(), cms))
-        for cm in cms:
-            stack.push(cm.__exit__)
+        own = stack.enter_context(launch_server(bundled_model_path("mxfp4"), WORKER_ARGS))
+        workers = [mxfp4_server, own]
         router = stack.enter_context(router_process(workers, "cache_aware"))
-        served = httpx.get(workers[0] + "/v1/models", timeout=30).json()["data"][0]["id"]
+        served = httpx.get(own + "/v1/models", timeout=30).json()["data"][0]["id"]
         pricing = write_pricing(tmp / "pricing.json", served)
         db = tmp / "provider.sqlite"
         _, key = KeyStore(db).create("router-test")
-        prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm",
-                                                    "100000"))  # fmt: skip
+        prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm", "100000"))
         yield {"url": prov.url, "router": router, "workers": workers, "db": db, "key": key}
 
 
@@ -92,14 +86,19 @@ def test_serves_and_caches_through_router(topology) -> None:
     assert results[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
 
 
+def test_health_through_router(topology) -> None:
+    assert httpx.get(topology["url"] + "/health", timeout=30).status_code == 200
+
+
 def test_worker_killed_under_load(topology) -> None:
     url, key = topology["url"], topology["key"]
-    prompts = [f"[{uuid.uuid4().hex}] Tell a long story about mill number {i}." for i in range(6)]
-    with ThreadPoolExecutor(6) as pool:
-        futures = [pool.submit(_stream, url, key, p, 120) for p in prompts]
-        time.sleep(4)  # every request is decoding by now
+    prompts = [f"[{uuid.uuid4().hex}] Tell a long story about mill number {i}." for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(_stream, url, key, p, 40) for p in prompts]
+        time.sleep(8)  # every request is decoding by now (a few tokens/s each on 2 cores)
         kill_server_tree(topology["workers"][1])
         during = [f.result(timeout=REQUEST_BOUND_S + 30) for f in futures]
+    print("during the kill:", [(r["status"], bool(r["usage"]), r["error"]) for r in during])
     assert all(r["elapsed"] < REQUEST_BOUND_S for r in during), "a request hung"
     for r in during:
         finished = r["status"] == 200 and r["usage"] and not r["error"]
@@ -107,6 +106,7 @@ def test_worker_killed_under_load(topology) -> None:
         assert finished or failed_cleanly, r
     # After the kill: requests fail fast or land on the surviving worker, and soon all succeed.
     after = [_stream(url, key, f"[{uuid.uuid4().hex}] hello", 4) for _ in range(6)]
+    print("after the kill:", [(r["status"], round(r["elapsed"], 1), r["error"]) for r in after])
     assert all(r["elapsed"] < 30 for r in after), after
     assert after[-1]["status"] == 200 and after[-1]["usage"], after
     # Ledger: every request recorded exactly once, none left pending, bills match usage.
@@ -120,9 +120,4 @@ def test_worker_killed_under_load(topology) -> None:
             assert row.status == "ok" and row.completion_tokens == r["usage"]["completion_tokens"]
             assert row.cost == pytest.approx(r["usage"]["cost"])
         else:
-            assert row.status == "error" and row.completion_tokens <= 120
-
-
-def test_health_through_router(topology) -> None:
-    assert httpx.get(topology["url"] + "/health", timeout=30).status_code == 200
-    assert Path(topology["db"]).exists()
+            assert row.status == "error" and row.completion_tokens <= 40

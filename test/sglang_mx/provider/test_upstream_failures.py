@@ -72,6 +72,17 @@ def test_midstream_cut_becomes_inband_error_and_bills_tokens_produced(stack) -> 
     assert row.status == "error" and row.completion_tokens == 2 and row.cost > 0
 
 
+def test_late_refusal_becomes_inband_error(stack) -> None:
+    client, _, db = stack
+    with client.stream("POST", "/v1/chat/completions", json=_chat("LATE503", True)) as r:
+        assert r.status_code == 200  # the SSE reply had begun, with keep-alives
+        events = _events(r)
+    assert events[0] == ": PROCESSING" and events[-1] == "data: [DONE]"
+    err = json.loads(events[-2][len("data: ") :])
+    assert err["error"]["code"] == 503
+    assert Ledger(db).get(err["id"]).status == "error"
+
+
 def test_malformed_upstream_event_becomes_inband_error(stack) -> None:
     client, _, _ = stack
     with client.stream("POST", "/v1/chat/completions", json=_chat("BADJSON", True, 6)) as r:

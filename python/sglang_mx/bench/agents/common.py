@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+FLUSH_RETRIES = 50
+FLUSH_WAIT_S = 0.1
+
 
 @dataclass
 class Call:
@@ -56,13 +59,16 @@ def metered_endpoint(base_url: str, reuse: bool = True):
             self.lock = threading.Lock()
             self.t0 = time.perf_counter()
 
-        def generate(self, s, sampling_params):
-            with self.lock:
-                if not reuse:
-                    self.flush_cache()
-                start = time.perf_counter()
-                text, meta = super().generate(s, sampling_params)
-                latency = time.perf_counter() - start
+        def flush_cache(self) -> None:
+            # SGLang refuses to flush until the scheduler is idle, a moment after the last reply
+            for _ in range(FLUSH_RETRIES):
+                try:
+                    return super().flush_cache()
+                except RuntimeError:
+                    time.sleep(FLUSH_WAIT_S)
+            super().flush_cache()
+
+        def _record(self, s, text: str, meta: dict, start: float) -> None:
             self.meter.calls.append(
                 Call(
                     session=int(s.arguments.get("session", 0)) if s.arguments else 0,
@@ -71,15 +77,29 @@ def metered_endpoint(base_url: str, reuse: bool = True):
                     prompt_tokens=int(meta.get("prompt_tokens", 0)),
                     cached_tokens=int(meta.get("cached_tokens", 0)),
                     completion_tokens=int(meta.get("completion_tokens", 0)),
-                    latency_s=latency,
+                    latency_s=time.perf_counter() - start,
                     t=start - self.t0,
                 )
             )
+
+        def generate(self, s, sampling_params):
+            with self.lock:
+                if not reuse:
+                    self.flush_cache()
+                start = time.perf_counter()
+                text, meta = super().generate(s, sampling_params)
+                self._record(s, text, meta, start)
             return text, meta
 
         def commit_lazy_operations(self, s):
+            # a fork first prefills the shared prefix (max_new_tokens=0); record it as a call
             with self.lock:
-                super().commit_lazy_operations(s)
+                if not reuse:
+                    self.flush_cache()
+                start = time.perf_counter()
+                data = {"text": s.text_, "sampling_params": {"max_new_tokens": 0}}
+                obj = self._generate_http_request(s, data)
+                self._record(s, "", obj.get("meta_info") or {}, start)
 
     return MeteredEndpoint()
 

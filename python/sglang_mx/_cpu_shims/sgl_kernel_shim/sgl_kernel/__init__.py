@@ -10,8 +10,20 @@ STANDIN = True
 install(
     sys.modules[__name__],
     [
-        "kvcacheio", "flash_attn", "scalar_type", "quantization", "elementwise", "utils",
-        "speculative", "mamba", "allreduce", "top_k", "sampling", "moe", "gemm", "attention",
+        "kvcacheio",
+        "flash_attn",
+        "scalar_type",
+        "quantization",
+        "elementwise",
+        "utils",
+        "speculative",
+        "mamba",
+        "allreduce",
+        "top_k",
+        "sampling",
+        "moe",
+        "gemm",
+        "attention",
     ],
     why=(
         "sgl_kernel here is sglang_mx's CPU stand-in (python/sglang_mx/_cpu_shims): this op has "

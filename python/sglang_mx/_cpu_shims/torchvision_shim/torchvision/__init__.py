@@ -11,8 +11,15 @@ __version__ = "0.0.0+sglang_mx_standin"
 install(
     sys.modules[__name__],
     [
-        "transforms", "transforms.functional", "transforms.v2", "transforms.v2.functional",
-        "io", "ops", "datasets", "models", "utils",
+        "transforms",
+        "transforms.functional",
+        "transforms.v2",
+        "transforms.v2.functional",
+        "io",
+        "ops",
+        "datasets",
+        "models",
+        "utils",
     ],
     why=(
         "torchvision here is sglang_mx's CPU stand-in (python/sglang_mx/_cpu_shims): image "

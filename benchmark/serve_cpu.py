@@ -1,0 +1,106 @@
+"""Start-up time and decode speed of the bundled model served by SGLang on this machine.
+
+    python benchmark/serve_cpu.py --out benchmark/results
+
+For each bundled checkpoint (mxfp4, bf16): time from process start to the first served request,
+then single-stream decode tokens/s (streamed, excluding the first token) and the aggregate
+tokens/s of 4 concurrent streams. Writes serve_cpu.json with hardware, versions and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import time
+from pathlib import Path
+
+import httpx
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.report import versions
+from sglang_mx.testing.machine import machine_stamp
+from sglang_mx.testing.server import start_server
+
+PROMPT = "import os\nimport sys\n\n\ndef main(argv):\n    "
+
+
+def stream_decode(url: str, max_tokens: int) -> tuple[float, float, int]:
+    """(ttft_s, decode tok/s after the first token, tokens)"""
+    t0 = time.perf_counter()
+    stamps = []
+    with httpx.stream(
+        "POST",
+        f"{url}/generate",
+        timeout=600,
+        json={
+            "text": PROMPT,
+            "stream": True,
+            "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0, "ignore_eos": True},
+        },
+    ) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:") and line != "data: [DONE]":
+                stamps.append(time.perf_counter())
+    n = max_tokens
+    ttft = stamps[0] - t0
+    rate = (n - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else float("nan")
+    return ttft, rate, n
+
+
+def concurrent_rate(url: str, streams: int, max_tokens: int) -> float:
+    t0 = time.perf_counter()
+    with cf.ThreadPoolExecutor(streams) as pool:
+        list(pool.map(lambda _: stream_decode(url, max_tokens), range(streams)))
+    return streams * max_tokens / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--out", type=Path, default=Path("benchmark/results"))
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--kinds", nargs="+", default=["mxfp4", "bf16"])
+    args = ap.parse_args()
+    results = []
+    for kind in args.kinds:
+        handle = start_server(bundled_model_path(kind), ["--enable-cache-report"])
+        try:
+            stream_decode(handle.base_url, 8)  # warm-up
+            ttft, rate, n = stream_decode(handle.base_url, args.tokens)
+            agg = concurrent_rate(handle.base_url, 4, args.tokens)
+        finally:
+            handle.stop()
+        row = {
+            "model": kind,
+            "startup_s": round(handle.startup_s, 1),
+            "ttft_s": round(ttft, 3),
+            "decode_tok_s_1_stream": round(rate, 1),
+            "decode_tok_s_4_streams": round(agg, 1),
+            "tokens": n,
+        }
+        results.append(row)
+        print(json.dumps(row))
+    args.out.mkdir(parents=True, exist_ok=True)
+    record = {
+        "benchmark": "serve_cpu",
+        "machine": machine_stamp(),
+        "versions": versions(),
+        "config": {
+            "tokens": args.tokens,
+            "prompt_chars": len(PROMPT),
+            "server_args": ["--enable-cache-report"],
+        },
+        "results": results,
+    }
+    (args.out / "serve_cpu.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"{'model':<8}{'startup s':>11}{'TTFT s':>9}{'tok/s 1':>9}{'tok/s x4':>10}")
+    for r in results:
+        print(
+            f"{r['model']:<8}{r['startup_s']:>11}{r['ttft_s']:>9}{r['decode_tok_s_1_stream']:>9}"
+            f"{r['decode_tok_s_4_streams']:>10}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Held-out perplexity of the bundled bf16 and MXFP4 checkpoints (transformers, float32).
+
+Uses the trainer's own held-out split of the Python standard library, so the number is
+comparable with training.json. The MXFP4 model is the bf16 model with its experts replaced by
+the reference dequantization of the MXFP4 checkpoint (what the served kernels compute).
+
+    python scripts/eval_tiny_model.py --out benchmark/results/tiny_model_ppl.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from sglang_mx.assets import bundled_model_path  # noqa: E402
+from sglang_mx.report import versions  # noqa: E402
+from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity  # noqa: E402
+from sglang_mx.testing.machine import machine_stamp  # noqa: E402
+from train_tiny_model import encode_stream, stdlib_files  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--out", type=Path, default=Path("benchmark/results/tiny_model_ppl.json"))
+    ap.add_argument("--windows", type=int, default=64, help="256-token held-out windows")
+    ap.add_argument("--corpus-mb", type=float, default=12.0, help="as in training")
+    args = ap.parse_args()
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(2)
+    bf16, mxfp4 = bundled_model_path("bf16"), bundled_model_path("mxfp4")
+    tok = AutoTokenizer.from_pretrained(bf16)
+    _, held = stdlib_files(int(args.corpus_mb * 1e6))
+    ids = encode_stream(tok, held, tok.eos_token_id).tolist()
+    ppl_bf16 = perplexity(load_hf(bf16), ids, max_windows=args.windows)
+    ppl_mx = perplexity(load_hf_mxfp4(bf16, mxfp4), ids, max_windows=args.windows)
+    record = {
+        "benchmark": "tiny_model_ppl",
+        "machine": machine_stamp(),
+        "versions": versions(),
+        "config": {"windows": args.windows, "window_tokens": 256, "split": "stdlib held-out"},
+        "results": {
+            "bf16": ppl_bf16,
+            "mxfp4_experts": ppl_mx,
+            "relative_increase": ppl_mx / ppl_bf16 - 1,
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    print(
+        f"held-out perplexity: bf16 {ppl_bf16:.3f}, MXFP4 experts {ppl_mx:.3f} "
+        f"(+{100 * (ppl_mx / ppl_bf16 - 1):.2f}%)"
+    )
+
+
+if __name__ == "__main__":
+    main()

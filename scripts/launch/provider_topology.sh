@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# provider -> sglang-router (cache_aware) -> N SGLang workers, all on one host.
+# Usage: scripts/launch/provider_topology.sh MODEL_PATH PRICING_JSON [N_WORKERS] [EXTRA SGLANG ARGS...]
+# Env: BASE_PORT (30000), ROUTER_PORT (29000), PROVIDER_PORT (8080), DB (provider.sqlite),
+#      POLICY (cache_aware), HOST (127.0.0.1). Ctrl-C stops everything it started.
+set -euo pipefail
+MODEL=${1:?model path}; PRICING=${2:?pricing json}; N=${3:-2}; shift $(( $# < 3 ? $# : 3 ))
+BASE_PORT=${BASE_PORT:-30000}; ROUTER_PORT=${ROUTER_PORT:-29000}; PROVIDER_PORT=${PROVIDER_PORT:-8080}
+DB=${DB:-provider.sqlite}; POLICY=${POLICY:-cache_aware}; HOST=${HOST:-127.0.0.1}
+PY=${PYTHON:-python}
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
+
+urls=()
+for i in $(seq 0 $((N - 1))); do
+  port=$((BASE_PORT + i))
+  # --enable-cache-report: usage carries prompt_tokens_details.cached_tokens, billed at cache-read price.
+  $PY -m sglang.launch_server --model-path "$MODEL" --host "$HOST" --port "$port" \
+    --enable-cache-report "$@" > "worker-$i.log" 2>&1 &
+  pids+=($!); urls+=("http://$HOST:$port")
+done
+for u in "${urls[@]}"; do
+  until curl -sf "$u/health" > /dev/null; do sleep 2; done
+  echo "worker $u ready"
+done
+
+$PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --policy "$POLICY" \
+  --worker-urls "${urls[@]}" > router.log 2>&1 &
+pids+=($!)
+until curl -sf "http://$HOST:$ROUTER_PORT/health" > /dev/null; do sleep 1; done
+echo "router http://$HOST:$ROUTER_PORT ($POLICY) ready"
+
+if [ ! -s "$DB" ]; then
+  echo "first key (shown once):"
+  $PY -m sglang_mx.provider keys create --db "$DB" --name default
+fi
+$PY -m sglang_mx.provider provider --upstream "http://$HOST:$ROUTER_PORT" --pricing "$PRICING" \
+  --db "$DB" --host "$HOST" --port "$PROVIDER_PORT" &
+pids+=($!)
+echo "provider http://$HOST:$PROVIDER_PORT/v1 (Ctrl-C stops all)"
+wait

@@ -1,0 +1,23 @@
+"""A real SGLang server refuses a truncated checkpoint with a message naming file and problem."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.testing.server import start_server
+
+pytestmark = pytest.mark.server
+
+
+def test_server_rejects_truncated_checkpoint(tmp_path):
+    ckpt = tmp_path / "truncated"
+    shutil.copytree(bundled_model_path("mxfp4"), ckpt)
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4096])
+    with pytest.raises(RuntimeError) as exc:
+        start_server(str(ckpt), timeout=240)
+    msg = str(exc.value)
+    assert "exited with code" in msg
+    assert f"{weights}: tensor" in msg and "truncated" in msg

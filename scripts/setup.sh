@@ -12,6 +12,8 @@ $PIP install "torch==2.13.0"
 # --no-deps: sglang's declared deps pull ~11 GB of CUDA wheels (and a CUDA torch).
 $PIP install --no-deps "sglang==0.5.23"
 $PIP install -r requirements/cpu-constraints.txt -r requirements/dev.txt
+# Editable installs build in this venv (no isolation), so its setuptools must be there.
+$PIP install "setuptools>=68"
 $PIP install --no-deps --no-build-isolation -e ./sgl-kernel-rocm -e .
 "$VENV/bin/python" - <<'PY'
 import torch, sglang, triton

@@ -43,6 +43,13 @@ def hardware() -> str:
     return f"{os.cpu_count()}-core {platform.machine()} CPU ({model}), no GPU"
 
 
+def load_avg() -> float:
+    """1-minute load average when recorded: this box is shared, so the numbers carry it."""
+    import os
+
+    return os.getloadavg()[0]
+
+
 def versions() -> dict[str, str]:
     from importlib.metadata import version
 
@@ -228,6 +235,7 @@ def main() -> int:
             "meta": {
                 "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "hardware": hardware(),
+                "load_avg_1m": load_avg(),
                 "versions": versions(),
                 "model": model,
                 "config": vars(args) | {"out": str(args.out)},

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from provider_overhead import RESULTS, hardware, pct, versions
+from provider_overhead import RESULTS, hardware, load_avg, pct, versions
 from sglang_mx.provider.launch import router_process
 
 TOPICS = ("rivers", "mills", "bridges", "ferries", "canals", "locks", "dams", "weirs", "wells",
@@ -50,7 +50,8 @@ def run_policy(router: str, model: str, prompts: list[str], concurrency: int,
         r = httpx.post(router + "/v1/completions", timeout=300, json={
             "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
             "ignore_eos": True})  # fmt: skip
-        r.raise_for_status()
+        if r.status_code != 200:
+            raise RuntimeError(f"router answered {r.status_code}: {r.text[:300]}")
         return time.perf_counter() - t0, r.json()["usage"]
 
     t0 = time.perf_counter()
@@ -123,6 +124,7 @@ def main() -> int:
         "meta": {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "hardware": hardware(),
+            "load_avg_1m": load_avg(),
             "versions": versions(),
             "model": model,
             "config": vars(args) | {"out": str(args.out)},

@@ -218,12 +218,16 @@ def roofline_png(rows: list[dict], bw: float, peak: float, path: Path, title: st
 
 
 def _versions() -> dict:
-    import sglang
+    try:
+        import sglang
 
+        sglang_version = getattr(sglang, "__version__", "?")
+    except ImportError:  # GPU check machines run the kernels without SGLang
+        sglang_version = "not installed"
     return {
         "torch": torch.__version__,
         "triton": triton.__version__,
-        "sglang": getattr(sglang, "__version__", "?"),
+        "sglang": sglang_version,
         "python": platform.python_version(),
         "cuda": torch.version.cuda,
         "hip": torch.version.hip,

@@ -62,6 +62,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-flush", action="store_true")
     p.add_argument("--no-ignore-eos", action="store_true")
     p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests sent first")
     p.add_argument("--api-key")
     p.add_argument("--slo", type=float, default=5.0, help="TTFT p95 SLO in seconds")
     p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
@@ -106,12 +107,12 @@ def _execute(args, kind: str, values: list[float]) -> int:
         ignore_eos=not args.no_ignore_eos,
         page_size=args.page_size,
         progress=not args.no_progress,
+        warmup=args.warmup,
         api_key=args.api_key,
     )
     if getattr(args, "trace", None):
         traces = [Trace.load(args.trace)]
         spec = traces[0].spec
-        values = [traces[0].spec.rate]
     else:
         spec = _spec(args)
         traces = [generate(s) for s in sweep_specs(spec, kind, values)]
@@ -163,7 +164,12 @@ def _cmd_gen(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    spec = _spec(args)
+    if args.trace:
+        from sglang_mx.bench.tracegen import Trace
+
+        spec = Trace.load(args.trace).spec
+    else:
+        spec = _spec(args)
     if spec.arrival == "concurrency":
         return _execute(args, "concurrency", [spec.concurrency])
     return _execute(args, "rate", [spec.rate])

@@ -30,6 +30,7 @@ class RunConfig:
     prime: bool = True
     ignore_eos: bool = True  # SGLang/vLLM extension: always generate output_len tokens
     page_size: int = 1  # the server caches whole pages; expected hits round down to this
+    warmup: int = 2  # short unmeasured requests first, so one-off compile stalls stay out
     timeout_s: float = 600.0
     progress: bool = True
     api_key: str | None = None
@@ -188,6 +189,19 @@ async def send_one(
     return res
 
 
+async def _warmup(client, cfg: RunConfig, model: str, tokens, trace: Trace) -> None:
+    """Concurrent short requests with their own tokens (the flush that follows drops them)."""
+    ids = tokens.segment("__warmup__", 64) if tokens else [1] * 64
+    text = tokens.text(ids) if tokens else ""
+    n_out = min(8, max(r.output_len for r in trace.requests))
+    await asyncio.gather(
+        *(
+            send_one(client, cfg, model, ids[i:], text, f"warmup{i}", n_out, time.perf_counter())
+            for i in range(cfg.warmup)
+        )
+    )
+
+
 async def _prime(client, cfg: RunConfig, model: str, prompts: dict, tokens, trace: Trace) -> int:
     """Send each shared prefix once (1 output token); returns cached tokens they already had."""
     warm = 0
@@ -211,6 +225,8 @@ async def run_trace_async(
     timeout = httpx.Timeout(cfg.timeout_s, connect=30.0)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
         model = cfg.model or await _first_model(client, cfg.base_url)
+        if cfg.warmup:
+            await _warmup(client, cfg, model, tokens, trace)
         flushed = await flush_cache(client, cfg.base_url) if cfg.flush else False
         if cfg.flush and not flushed:
             warnings.append(

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _spawn(cmd: list[str], name: str) -> tuple[subprocess.Popen, Path]:
+    """Start cmd in its own session, output to a log file (a pipe nobody reads would fill and
+    block the child)."""
+    log = Path(tempfile.mkstemp(prefix=f"sglang-mx-{name}-", suffix=".log")[1])
+    with log.open("wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, log
+
+
+def _tail(log: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
 
 
 @dataclass(frozen=True)
@@ -55,15 +72,13 @@ def provider_process(
         str(port),
         *extra,
     ]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
+    proc, log = _spawn(cmd, "provider")
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"provider exited: {proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"provider exited; log {log}:\n{_tail(log)}")
             try:
                 if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
                     break
@@ -80,23 +95,29 @@ def provider_process(
 
 
 @contextmanager
-def router_process(worker_urls: list[str], policy: str = "cache_aware") -> Iterator[str]:
-    """sglang-router (PyPI) in front of the workers; yields its base URL once it is healthy."""
+def router_process(
+    worker_urls: list[str], policy: str = "cache_aware", extra_args: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """sglang-router (PyPI) in front of the workers; yields its base URL once it routes."""
     port = free_port()
     cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
            "--port", str(port), "--policy", policy, "--worker-urls", *worker_urls,
            "--log-level", "warn", "--health-check-interval-secs", "2",
-           "--request-timeout-secs", "120"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+           # A busy CPU worker answers /health slowly; only a dead one should be dropped.
+           "--health-check-timeout-secs", "20", "--health-failure-threshold", "3",
+           "--request-timeout-secs", "300", *extra_args]  # fmt: skip
+    proc, log = _spawn(cmd, "router")
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"router exited: {proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"router exited; log {log}:\n{_tail(log)}")
             try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                # /health answers before the router has seen a healthy worker; wait until it
+                # actually routes a one-token request.
+                probe = {"text": "a", "sampling_params": {"max_new_tokens": 1}}
+                if httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

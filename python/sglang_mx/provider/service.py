@@ -172,8 +172,8 @@ class Provider:
                 return Response(status_code=499)
         try:
             data = call.result()
-        except ProviderError as e:
-            self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), e.message)
+        except Exception as e:  # every request leaves the ledger finalized, whatever failed
+            self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), str(e)[:500])
             raise
         counts = TokenCounts()
         counts.update(data.get("usage"))

@@ -15,7 +15,7 @@ PROGRAMS = {"tool_agent": tool_agent, "review": review, "chat": chat}
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_agent_plumbing_on_fake_server(name):
     with serve(make_app(FakeCache())) as url:
-        res = compare_reuse(PROGRAMS[name], url, sessions=2, max_tokens=4)
+        res = compare_reuse(PROGRAMS[name], url, sessions=2, warmup=False, max_tokens=4)
     assert res["calls"] >= 6
     # every program re-sends a long shared context, so most prompt tokens must hit
     assert res["hit_rate"] > 0.5
@@ -33,7 +33,7 @@ def test_agents_against_live_server(live_server, name):
     # one small session each keeps CPU time down; the shared context still dominates prompts
     kwargs = {"max_tokens": 2, "context_chars": 800}
     kwargs |= {"steps": 2} if name == "tool_agent" else {"turns": 3} if name == "chat" else {}
-    res = compare_reuse(PROGRAMS[name], live_server, sessions=1, **kwargs)
+    res = compare_reuse(PROGRAMS[name], live_server, sessions=1, warmup=False, **kwargs)
     assert res["calls"] >= 3
     assert res["hit_rate"] > 0.5, res
     assert res["no_reuse_hit_rate"] < 0.05, res

@@ -118,8 +118,11 @@ def run_program(func, base_url: str, sessions: int, reuse: bool, **kwargs) -> tu
     return endpoint.meter, wall
 
 
-def compare_reuse(func, base_url: str, sessions: int = 2, **kwargs) -> dict:
-    """The same calls with and without prefix reuse: hit rate, prefill tokens, speedup."""
+def compare_reuse(func, base_url: str, sessions: int = 2, warmup: bool = True, **kwargs) -> dict:
+    """The same calls with and without prefix reuse: hit rate, prefill tokens, speedup. A
+    discarded warm-up run first keeps one-off costs (compilation, first batch) out of both."""
+    if warmup:
+        run_program(func, base_url, sessions, True, **kwargs)
     with_reuse, wall_reuse = run_program(func, base_url, sessions, True, **kwargs)
     without, wall_none = run_program(func, base_url, sessions, False, **kwargs)
     return {

@@ -1,0 +1,418 @@
+"""Compiled Triton kernels on a real GPU vs their torch references (MXFP4, fused MoE, decode).
+
+Every test is marked `gpu`; test/conftest.py skips them unless SGLANG_MX_TEST_GPU=1 and CUDA is
+available. On a GPU node (scripts/gpu_check.sh runs exactly this):
+
+    SGLANG_MX_TEST_GPU=1 python -m pytest -m gpu test/sgl_kernel_rocm -q
+
+Shapes are GLM-5.2-like, scaled down (MoE H 1024/2048, I 256/512, E 32/64, top-8, 1-300 tokens;
+decode contexts up to 4k), and the cases share few constexpr combinations, so the file costs
+about 2 min of Triton compiles plus 1 min of running on an H200.
+
+CPU smoke mode, off by default: SGLANG_MX_GPU_TESTS_ON_CPU=1 (without SGLANG_MX_TEST_GPU) drops
+the gpu marker and runs the same bodies on CPU tensors through the Triton interpreter (conftest
+sets TRITON_INTERPRET=1) at tiny shapes, so a wrong API call shows up on a machine without a GPU:
+
+    SGLANG_MX_GPU_TESTS_ON_CPU=1 pytest -q test/sgl_kernel_rocm/test_gpu_kernels.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import pytest
+import torch
+import triton
+from sgl_kernel_rocm.arch import current_arch, has_native_dot_scaled
+from sgl_kernel_rocm.attention import (
+    dsa_indexer,
+    dsa_indexer_scores,
+    dsa_indexer_scores_ref,
+    dsa_sparse_decode,
+    dsa_sparse_decode_ref,
+    gqa_decode,
+    gqa_decode_ref,
+    mla_decode,
+    mla_decode_ref,
+)
+from sgl_kernel_rocm.moe import fused_moe_mxfp4, softmax_topk, triton_moe
+from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
+from sgl_kernel_rocm.mx import quantize_mxfp4, quantize_mxfp4_triton
+
+CPU_SMOKE = os.environ.get("SGLANG_MX_GPU_TESTS_ON_CPU") == "1"
+DEVICE = "cpu" if CPU_SMOKE else "cuda"
+pytestmark = [] if CPU_SMOKE else [pytest.mark.gpu]
+if CPU_SMOKE and os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("CPU smoke mode needs TRITON_INTERPRET=1", allow_module_level=True)
+
+FP8 = torch.float8_e4m3fn
+KV_IDS = {torch.bfloat16: "bf16", FP8: "fp8"}
+
+
+def _fresh_seed() -> int:
+    """A new seed per case (fresh inputs each run), reported in failure messages."""
+    return int(torch.seed() % 2**31)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _arch() -> str:
+    return "cpu" if CPU_SMOKE else current_arch()
+
+
+@contextlib.contextmanager
+def _exact_fp32() -> Iterator[None]:
+    """fp32 references must not run their matmuls in TF32 (~1e-3 relative) on the GPU."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+# ----------------------------------------------------------------------------- MXFP4 quantizer
+
+QUANT_SHAPES = [(1, 32), (5, 96), (33, 288)] if CPU_SMOKE else [(1, 32), (300, 6144), (2049, 2080)]
+
+
+@pytest.mark.parametrize("shape", QUANT_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_quantize_mxfp4_triton_bit_exact(shape, dtype):
+    seed = _fresh_seed()
+    rows, cols = shape
+    x = torch.randn(shape, generator=_gen(seed)) * torch.logspace(-3, 3, cols)
+    x[0, 3] = float("nan")
+    if rows > 2:
+        x[1, :32] = 0.0  # all-zero block: smallest scale
+        x[2, 32:64] = 2.0**-130  # fp32/bf16 subnormals: exponent clamps at -127
+        x[rows - 1, cols - 1] = float("-inf")
+        x[rows // 2, 0] = float("inf")
+    x = x.to(dtype)
+    # Poisoned outputs: any byte the kernel fails to write shows up as a mismatch.
+    q = torch.full((rows, cols // 2), 0xAB, dtype=torch.uint8, device=DEVICE)
+    s = torch.full((rows, cols // 32), 0xAB, dtype=torch.uint8, device=DEVICE)
+    quantize_mxfp4_triton(x.to(DEVICE), out=(q, s))
+    ref_q, ref_s = quantize_mxfp4(x)  # the torch reference on the CPU is the ground truth
+    assert torch.equal(s.cpu(), ref_s), f"E8M0 scales differ (seed {seed})"
+    assert torch.equal(q.cpu(), ref_q), f"E2M1 codes differ (seed {seed})"
+
+
+# ----------------------------------------------------------------------------- fused MoE
+
+if CPU_SMOKE:
+    # name: tokens, experts, hidden, inter, top_k, empty experts, masked slots, shared expert
+    MOE_CASES = {
+        "decode_1tok": (1, 4, 64, 64, 2, (), 0, False),
+        "ragged_9tok": (9, 8, 128, 64, 3, (1, 6), 3, True),
+    }
+else:
+    MOE_CASES = {
+        "decode_1tok_E32_H1024_I256": (1, 32, 1024, 256, 8, (), 0, False),
+        "decode_7tok_E64_H2048_I512": (7, 64, 2048, 512, 8, (3, 40), 5, True),
+        "ragged_64tok_E32_H1024_I256": (64, 32, 1024, 256, 8, (0, 7, 31), 17, False),
+        "prefill_300tok_E64_H2048_I512": (300, 64, 2048, 512, 8, (5, 6, 63), 41, True),
+    }
+
+# (path, act_quant) -> why it was skipped, so later cases skip at once instead of recompiling.
+_DOT_SCALED_SKIPS: dict[tuple[str, str], str] = {}
+
+
+def _moe_case(tokens, experts, hidden, inter, top_k, empty, masked, seed):
+    """Synthetic MXFP4 weights on the device plus ragged routing: two hot experts draw most
+    slots, `empty` experts get none, `masked` slots are -1 (dropped)."""
+    x, w13, s13, w2, s2, _, _ = random_moe_inputs(
+        tokens, experts, hidden, inter, top_k, device=DEVICE, seed=seed
+    )
+    g = _gen(seed + 1)
+    logits = torch.randn(tokens, experts, generator=g)
+    logits[:, torch.randperm(experts, generator=g)[:2]] += 2.5
+    logits[:, list(empty)] = float("-inf")
+    tw, ti = softmax_topk(logits, top_k, renormalize=True)
+    flat = ti.view(-1)
+    flat[torch.randperm(flat.numel(), generator=g)[:masked]] = -1
+    return x, w13, s13, w2, s2, tw.to(DEVICE), ti.to(DEVICE)
+
+
+def _is_compile_failure(exc: BaseException) -> bool:
+    """Triton failing to build a kernel (frontend, MLIR/LLVM passes, ptxas, shared memory)."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+
+    if isinstance(exc, (CompilationError, OutOfResources)):
+        return True
+    msg = str(exc)
+    markers = ("PassManager", "MLIR", "LLVM", "ptxas", "lowering", "failed to legalize")
+    return "CUDA error" not in msg and any(m in msg for m in markers)
+
+
+def _poison_moe_buffers(monkeypatch) -> None:
+    """Kernel intermediates start as NaN / 0xFF so anything read but never written shows."""
+
+    def poisoned(shape, dtype, device):
+        fill = 0xFF if dtype == torch.uint8 else float("nan")
+        return torch.full(shape, fill, dtype=dtype, device=device)
+
+    monkeypatch.setattr(triton_moe, "_empty", poisoned)
+    # The GPU path sizes the grid for the worst case without a host sync; the smoke run too.
+    monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", False)
+
+
+@pytest.mark.parametrize("act_quant", ["none", "mxfp4"])
+@pytest.mark.parametrize("path", ["unpack", "dot_scaled"])
+@pytest.mark.parametrize("case", list(MOE_CASES))
+def test_fused_moe_triton_matches_reference(monkeypatch, case, path, act_quant):
+    arch = _arch()
+    if (path, act_quant) in _DOT_SCALED_SKIPS:
+        pytest.skip(_DOT_SCALED_SKIPS[(path, act_quant)])
+    _poison_moe_buffers(monkeypatch)
+    seed = _fresh_seed()
+    t, e, h, i, k, empty, masked, with_shared = MOE_CASES[case]
+    args = _moe_case(t, e, h, i, k, empty, masked, seed)
+    shared = torch.randn(t, h, generator=_gen(seed + 2)).to(torch.bfloat16).to(DEVICE)
+    shared = shared if with_shared else None
+    try:
+        out = fused_moe_mxfp4(
+            *args, act_quant=act_quant, backend="triton", path=path, shared_output=shared
+        )
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:
+        # Only where tl.dot_scaled is emulated (e.g. sm90) may Triton refuse to build it; on
+        # gfx950/sm100 that is the production path, so a failure there fails the test.
+        if path == "dot_scaled" and not has_native_dot_scaled(arch) and _is_compile_failure(exc):
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            reason = (
+                f"tl.dot_scaled ({'e2m1' if act_quant == 'mxfp4' else 'bf16'} x e2m1) did not "
+                f"compile on {arch}, where Triton {triton.__version__} emulates it: "
+                f"{type(exc).__name__}: {first}"
+            )
+            _DOT_SCALED_SKIPS[(path, act_quant)] = reason
+            pytest.skip(reason)
+        raise
+    with _exact_fp32():
+        ref = fused_moe_mxfp4(*args, act_quant=act_quant, backend="torch", shared_output=shared)
+    assert out.dtype == torch.bfloat16 and out.shape == (t, h)
+    assert torch.isfinite(out).all(), f"non-finite output (poisoned buffer read?), seed {seed}"
+    diff = out.float() - ref.float()
+    scale = ref.float().abs().max().item()
+    # Bound of test_moe.py: the k weighted expert outputs are each rounded to bf16 in the
+    # per-slot buffer (2**-9 relative, round-to-nearest-even on the GPU as in the reference),
+    # plus the output rounding on both sides. Products are exact on both sides (E2M1 x 2**e is
+    # exact in bf16) and both accumulate in fp32, so only summation order differs; W4A4 can
+    # flip an E2M1 code when that noise crosses a bf16 midpoint of the SwiGLU output, which
+    # moves one term of a 256-512 term sum: inside the bound, and rare.
+    bound = (k + 2) * 2.0**-8 * scale
+    assert diff.abs().max().item() <= bound, (
+        f"max |out - ref| {diff.abs().max().item():.3e} > {bound:.3e} (seed {seed})"
+    )
+    # Systematic error the max bound is too loose to see: bf16 operands land between 1e-3 and
+    # 1e-2 in ||out - ref|| / ||ref||.
+    rel = (diff.norm() / ref.float().norm()).item()
+    assert rel <= 1e-2, f"relative L2 error {rel:.3e} > 1e-2 (seed {seed})"
+
+
+# ----------------------------------------------------------------------------- decode attention
+
+
+def _check_attn(out: torch.Tensor, ref: torch.Tensor, seed: int) -> None:
+    assert not torch.isnan(out).any(), f"poisoned (NaN) outputs were not written (seed {seed})"
+    ref = ref.to(out.device)
+    # Tolerance of the CPU tests: fp32 math on exactly the values the reference reads (bf16/fp8
+    # operands are exact in the bf16 dots); the bf16 output rounding dominates, at most one
+    # bf16 ulp (2**-7 of the largest value; RNE on the GPU gives half that), plus the bf16
+    # rounding of the probabilities before the P.V dot (2**-9 relative, averaging out).
+    tol = 2.0**-7 * ref.abs().max().item() + 1e-4
+    err = (out.double() - ref).abs().max().item()
+    assert err <= tol, f"max abs err {err:.3e} > {tol:.3e} (seed {seed})"
+    norm = ref.norm().item()
+    if norm > 0:
+        rel = (out.double() - ref).norm().item() / norm
+        assert rel <= 1e-2, f"relative L2 error {rel:.3e} > 1e-2 (seed {seed})"
+
+
+def _paged(seed: int, page: int, lens: list[int], entry: tuple[int, ...], kv_dtype: torch.dtype):
+    """Fresh random paged cache, pages scattered over a larger pool; fp8 values use the e4m3
+    range (x4) and are scaled back by the dequant scales the tests pass."""
+    g = _gen(seed)
+    max_pages = -(-max(lens) // page)
+    pool = len(lens) * max_pages + 3
+    cache = torch.randn(pool, page, *entry, generator=g)
+    cache = (cache * 4).to(kv_dtype) if kv_dtype == FP8 else cache.to(kv_dtype)
+    bt = torch.randperm(pool, generator=g)[: len(lens) * max_pages].view(len(lens), max_pages)
+    seq = torch.tensor(lens, dtype=torch.int32)
+    return g, cache.to(DEVICE), bt.to(torch.int32).to(DEVICE), seq.to(DEVICE)
+
+
+# GQA: GLM-4.5-style head_dim 128 on the GPU. The 8 rows are a 2**(4-1) design: every pair of
+# (page, group, kv dtype, splits) values occurs, with 8 kernel variants instead of 16.
+GQA_D, GQA_HKV = (64, 2) if CPU_SMOKE else (128, 4)
+GQA_LENS = [1, 37, 130] if CPU_SMOKE else [1, 17, 300, 1000, 2047, 3001, 4096]
+SPLITS = 3 if CPU_SMOKE else 4
+GQA_CASES = [
+    (1, 1, torch.bfloat16, 1),
+    (1, 8, torch.bfloat16, SPLITS),
+    (1, 1, FP8, SPLITS),
+    (1, 8, FP8, 1),
+    (16, 1, torch.bfloat16, SPLITS),
+    (16, 8, torch.bfloat16, 1),
+    (16, 1, FP8, 1),
+    (16, 8, FP8, SPLITS),
+]
+
+
+def _gqa_inputs(seed, page, group, kv_dtype, lens):
+    g, k, bt, seq = _paged(seed, page, lens, (GQA_HKV, GQA_D), kv_dtype)
+    v = torch.randn(k.shape, generator=g)
+    v = (v * 4).to(kv_dtype) if kv_dtype == FP8 else v.to(kv_dtype)
+    q = torch.randn(len(lens), GQA_HKV * group, GQA_D, generator=g).to(torch.bfloat16)
+    fp8 = kv_dtype == FP8
+    k_scale = torch.tensor([0.25, 0.125] * (GQA_HKV // 2)) if fp8 else None  # per KV head
+    v_scale = 0.25 if fp8 else None
+    return q.to(DEVICE), k, v.to(DEVICE), bt, seq, k_scale, v_scale
+
+
+@pytest.mark.parametrize(
+    "page,group,kv_dtype,splits",
+    GQA_CASES,
+    ids=[f"page{p}-group{g}-{KV_IDS[d]}-splits{s}" for p, g, d, s in GQA_CASES],
+)
+def test_gqa_decode_matches_reference(page, group, kv_dtype, splits):
+    seed = _fresh_seed()
+    q, k, v, bt, seq, ks, vs = _gqa_inputs(seed, page, group, kv_dtype, GQA_LENS)
+    out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    gqa_decode(q, k, v, bt, seq, k_scale=ks, v_scale=vs, num_splits=splits, out=out)
+    _check_attn(out, gqa_decode_ref(q, k, v, bt, seq, k_scale=ks, v_scale=vs), seed)
+
+
+def test_gqa_decode_planned_splits_and_lse():
+    """num_splits from the arch's config (what serving uses), plus the returned log-sum-exp."""
+    seed = _fresh_seed()
+    page, group = 16, 8
+    q, k, v, bt, seq, _, _ = _gqa_inputs(seed, page, group, torch.bfloat16, GQA_LENS)
+    out, lse = gqa_decode(q, k, v, bt, seq, return_lse=True)
+    _check_attn(out, gqa_decode_ref(q, k, v, bt, seq), seed)
+    for b, n in enumerate(GQA_LENS):
+        pos = torch.arange(n, device=DEVICE)
+        keys = k[bt[b, pos // page].long(), pos % page].double()  # [n, Hkv, D]
+        keys = keys.repeat_interleave(group, dim=1)
+        s = torch.einsum("hd,nhd->hn", q[b].double(), keys) * GQA_D**-0.5
+        # fp32 running max/sum in log2 units: ~1e-6 relative of |lse| (a few units).
+        torch.testing.assert_close(lse[b].double(), torch.logsumexp(s, -1), atol=1e-4, rtol=0)
+
+
+# MLA / DSA: GLM-5 latent 512 + rope 64, 64 heads on the GPU (16 in the smoke run).
+MLA_HEADS = 16 if CPU_SMOKE else 64
+D_QK = 576
+MLA_LENS = [1, 45, 190] if CPU_SMOKE else [1, 45, 700, 2048, 3333]
+# Every pair of (page, kv dtype, splits) values, 4 kernel variants.
+MLA_CASES = [
+    (1, torch.bfloat16, 1),
+    (1, FP8, SPLITS),
+    (64, torch.bfloat16, SPLITS),
+    (64, FP8, 1),
+]
+
+
+def _mla_inputs(seed, page, kv_dtype, lens):
+    g, kv, bt, seq = _paged(seed, page, lens, (D_QK,), kv_dtype)
+    q = torch.randn(len(lens), MLA_HEADS, D_QK, generator=g).to(torch.bfloat16).to(DEVICE)
+    scale = 0.25 if kv_dtype == FP8 else None  # per-tensor FP8 dequant
+    return g, q, kv, bt, seq, scale
+
+
+@pytest.mark.parametrize(
+    "page,kv_dtype,splits",
+    MLA_CASES,
+    ids=[f"page{p}-{KV_IDS[d]}-splits{s}" for p, d, s in MLA_CASES],
+)
+def test_mla_decode_matches_reference(page, kv_dtype, splits):
+    seed = _fresh_seed()
+    _, q, kv, bt, seq, scale = _mla_inputs(seed, page, kv_dtype, MLA_LENS)
+    out = torch.full((len(MLA_LENS), MLA_HEADS, 512), float("nan"), dtype=torch.bfloat16)
+    out = out.to(DEVICE)
+    mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, out=out)
+    _check_attn(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale), seed)
+
+
+def test_mla_decode_planned_splits_fp8():
+    seed = _fresh_seed()
+    _, q, kv, bt, seq, scale = _mla_inputs(seed, 64, FP8, MLA_LENS)
+    out = mla_decode(q, kv, bt, seq, kv_scale=scale)
+    _check_attn(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale), seed)
+
+
+DSA_TOPK = 96 if CPU_SMOKE else 2048  # GLM-5 index_topk
+
+
+def _dsa_indices(g: torch.Generator, lens: list[int]) -> torch.Tensor:
+    """Per-request lists: one token listed thrice, duplicates and out-of-range entries, full
+    lists, an empty list, and for long requests a random subset."""
+    idx = torch.full((len(lens), DSA_TOPK), -1, dtype=torch.int32)
+    idx[0, :3] = 0
+    n1 = lens[1]
+    idx[1, :40] = torch.randint(0, n1, (40,), generator=g, dtype=torch.int32)
+    idx[1, 40:45] = n1 + 20  # beyond seq_len: skipped
+    for b in range(2, len(lens) - 1):
+        take = min(DSA_TOPK, lens[b])
+        idx[b, :take] = torch.randperm(lens[b], generator=g)[:take].to(torch.int32)
+        idx[b, 10:20] = idx[b, 0]  # ten duplicates of one position
+    # Last request: nothing valid -> zeros.
+    return idx
+
+
+DSA_LENS = [1, 50, 220, 300] if CPU_SMOKE else [1, 50, 1500, 2048, 3333, 4000, 600]
+DSA_CASES = [(1, torch.bfloat16, 1), (64, FP8, SPLITS), (64, torch.bfloat16, None)]
+
+
+@pytest.mark.parametrize(
+    "page,kv_dtype,splits",
+    DSA_CASES,
+    ids=[f"page{p}-{KV_IDS[d]}-splits{s or 'planned'}" for p, d, s in DSA_CASES],
+)
+def test_dsa_sparse_decode_matches_reference(page, kv_dtype, splits):
+    seed = _fresh_seed()
+    g, q, kv, bt, seq, scale = _mla_inputs(seed, page, kv_dtype, DSA_LENS)
+    idx = _dsa_indices(g, DSA_LENS).to(DEVICE)
+    out = torch.full((len(DSA_LENS), MLA_HEADS, 512), float("nan"), dtype=torch.bfloat16)
+    out = out.to(DEVICE)
+    dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits, out=out)
+    _check_attn(out, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale), seed)
+    assert torch.equal(out[-1], torch.zeros_like(out[-1])), "an empty index list must give zeros"
+
+
+IDX_LENS = [1, 40, 257] if CPU_SMOKE else [1, 40, 257, 2048, 4000]
+IDX_TOPK = 64 if CPU_SMOKE else 2048
+
+
+@pytest.mark.parametrize("page", [1, 64] if not CPU_SMOKE else [1, 16])
+def test_dsa_indexer_scores_and_topk(page):
+    seed = _fresh_seed()
+    g, k, bt, seq = _paged(seed, page, IDX_LENS, (128,), FP8)
+    k_scale = (torch.rand(k.shape[:2], generator=g) + 0.05).to(DEVICE)  # per-token FP8 scale
+    q = torch.randn(len(IDX_LENS), 32, 128, generator=g).to(torch.bfloat16).to(DEVICE)
+    w = (torch.randn(len(IDX_LENS), 32, generator=g) * 128**-0.5).to(DEVICE)
+    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq).cpu()
+    # The reference builds its output on the CPU: give it CPU inputs.
+    ref = dsa_indexer_scores_ref(q.cpu(), w.cpu(), k.cpu(), k_scale.cpu(), bt.cpu(), seq.cpu())
+    assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
+    fin = torch.isfinite(ref)
+    # fp32 dot over 128 dims of exact bf16 x fp8 products, then a 32-head weighted sum: ~1e-6
+    # relative of the largest score (CPU tests: 1e-4 absolute at O(10) scores).
+    atol = max(1e-4, 1e-5 * ref[fin].abs().max().item())
+    torch.testing.assert_close(scores[fin].double(), ref[fin], atol=atol, rtol=1e-5)
+
+    idx = dsa_indexer(q, w, k, k_scale, bt, seq, top_k=IDX_TOPK).cpu()
+    for b, n in enumerate(IDX_LENS):
+        chosen = idx[b][idx[b] >= 0].long()
+        assert chosen.numel() == min(IDX_TOPK, n) and chosen.unique().numel() == chosen.numel()
+        assert (idx[b, chosen.numel() :] == -1).all()
+        rest = torch.ones(n, dtype=torch.bool)
+        rest[chosen] = False
+        if rest.any():
+            # Selection by kernel scores; near-ties may swap within the score tolerance above.
+            assert ref[b, chosen].min() >= ref[b, :n][rest].max() - 2 * atol, f"seed {seed}"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import uvicorn
 from sglang_mx.provider.launch import free_port, provider_process, router_process  # noqa: F401
 
@@ -39,7 +40,11 @@ def write_pricing(
 def serve_in_thread(app, port: int | None = None) -> Iterator[str]:
     """An ASGI app on a loopback port in this process (for scripted upstreams)."""
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="critical", timeout_graceful_shutdown=1
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -71,3 +76,27 @@ def kill_server_tree(base_url: str) -> int:
             psutil.wait_procs(procs, timeout=10)
             return conn.pid
     raise AssertionError(f"nothing listens on port {port}")
+
+
+def upstream_running(base_url: str, since: float = 0.0) -> int | None:
+    """Requests SGLang is running or queueing, from its /v1/loads; None if the scheduler's
+    snapshot predates `since` (wall clock), as it lags by a scheduler step."""
+    data = httpx.get(base_url + "/v1/loads", timeout=30).json()
+    if any(load.get("timestamp", 0) <= since for load in data.get("loads", [])):
+        return None
+    total = 0
+
+    def walk(node: object) -> None:
+        nonlocal total
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in ("num_running_reqs", "num_waiting_reqs") and isinstance(v, int):
+                    total += v
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(data.get("loads", data))
+    return total

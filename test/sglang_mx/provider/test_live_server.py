@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from provider_support import MODEL_ID, PRICES, provider_process, write_pricing
+from provider_support import MODEL_ID, PRICES, provider_process, upstream_running, write_pricing
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
 
@@ -39,30 +39,6 @@ def _cli_create_key(db: Path, name: str, *extra: str) -> str:
         text=True,
     ).stdout
     return out.strip().splitlines()[-1]
-
-
-def upstream_running(base_url: str, since: float = 0.0) -> int | None:
-    """Requests SGLang is running or queueing, from its /v1/loads; None if the scheduler's
-    snapshot predates `since` (wall clock), as it lags by a scheduler step."""
-    data = httpx.get(base_url + "/v1/loads", timeout=30).json()
-    if any(load.get("timestamp", 0) <= since for load in data.get("loads", [])):
-        return None
-    total = 0
-
-    def walk(node: object) -> None:
-        nonlocal total
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k in ("num_running_reqs", "num_waiting_reqs") and isinstance(v, int):
-                    total += v
-                else:
-                    walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(data.get("loads", data))
-    return total
 
 
 @pytest.fixture(scope="module")

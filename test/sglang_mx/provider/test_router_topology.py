@@ -17,6 +17,7 @@ from provider_support import (
     kill_server_tree,
     provider_process,
     router_process,
+    upstream_running,
     write_pricing,
 )
 from sglang_mx.provider.keys import KeyStore
@@ -40,7 +41,7 @@ def topology(mxfp4_server: str, tmp_path_factory):
         workers = [mxfp4_server, own]
         router = stack.enter_context(router_process(workers, "cache_aware"))
         served = httpx.get(own + "/v1/models", timeout=30).json()["data"][0]["id"]
-        pricing = write_pricing(tmp / "pricing.json", served)
+        pricing = write_pricing(tmp / "pricing.json", served, 8192, max_completion_tokens=4000)
         db = tmp / "provider.sqlite"
         _, key = KeyStore(db).create("router-test")
         prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm", "100000"))
@@ -88,6 +89,28 @@ def test_serves_and_caches_through_router(topology) -> None:
 
 def test_health_through_router(topology) -> None:
     assert httpx.get(topology["url"] + "/health", timeout=30).status_code == 200
+
+
+def test_disconnect_aborts_through_router(topology) -> None:
+    body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Tell a story."}],
+            "max_tokens": 4000, "stream": True, "ignore_eos": True}  # fmt: skip
+    h = {"Authorization": f"Bearer {topology['key']}"}
+    with httpx.stream("POST", topology["url"] + "/v1/chat/completions", json=body, headers=h,
+                      timeout=60) as r:  # fmt: skip
+        rid, seen = r.headers["x-request-id"], 0
+        for line in r.iter_lines():
+            seen += line.startswith("data:")
+            if seen == 3:
+                break
+    # The router has no /abort_request; the closed connection must reach the worker.
+    t_left, deadline = time.time(), time.monotonic() + 30
+    while any(upstream_running(w, since=t_left) != 0 for w in topology["workers"]):
+        assert time.monotonic() < deadline, "a worker kept generating after the client left"
+        time.sleep(0.2)
+    while Ledger(topology["db"]).get(rid).status == "pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert Ledger(topology["db"]).get(rid).status == "aborted"
 
 
 def test_worker_killed_under_load(topology) -> None:

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import httpx
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.report import versions
-from sglang_mx.testing.machine import machine_stamp
+from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing.server import start_server
 
 PROMPT = "import os\nimport sys\n\n\ndef main(argv):\n    "
@@ -82,15 +81,14 @@ def main() -> None:
         results.append(row)
         print(json.dumps(row))
     args.out.mkdir(parents=True, exist_ok=True)
+    config = {
+        "tokens": args.tokens,
+        "prompt_chars": len(PROMPT),
+        "server_args": ["--enable-cache-report"],
+    }
     record = {
         "benchmark": "serve_cpu",
-        "machine": machine_stamp(),
-        "versions": versions(),
-        "config": {
-            "tokens": args.tokens,
-            "prompt_chars": len(PROMPT),
-            "server_args": ["--enable-cache-report"],
-        },
+        "stamp": stamp(config=config),
         "results": results,
     }
     (args.out / "serve_cpu.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -18,9 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from sglang_mx.assets import bundled_model_path  # noqa: E402
-from sglang_mx.report import versions  # noqa: E402
+from sglang_mx.bench.stamp import stamp  # noqa: E402
 from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity  # noqa: E402
-from sglang_mx.testing.machine import machine_stamp  # noqa: E402
 from train_tiny_model import encode_stream, stdlib_files  # noqa: E402
 
 
@@ -43,9 +42,9 @@ def main() -> None:
     ppl_mx = perplexity(load_hf_mxfp4(bf16, mxfp4), ids, max_windows=args.windows)
     record = {
         "benchmark": "tiny_model_ppl",
-        "machine": machine_stamp(),
-        "versions": versions(),
-        "config": {"windows": args.windows, "window_tokens": 256, "split": "stdlib held-out"},
+        "stamp": stamp(
+            config={"windows": args.windows, "window_tokens": 256, "split": "stdlib held-out"}
+        ),
         "results": {
             "bf16": ppl_bf16,
             "mxfp4_experts": ppl_mx,

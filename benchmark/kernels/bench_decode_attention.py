@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,36 +29,14 @@ if not torch.cuda.is_available():
 import triton  # noqa: E402
 from sgl_kernel_rocm.arch import current_arch  # noqa: E402
 from sgl_kernel_rocm.attention import gqa_decode, mla_decode  # noqa: E402
+from timing import copy_bandwidth, time_fn  # noqa: E402
 
 GQA = {"hq": 64, "hkv": 8, "d": 128}  # GLM-4.5-style GQA group of 8 at head_dim 128
 MLA = {"h": 64, "d": 576}  # GLM-5: 64 heads, latent 512 + rope 64
 PAGE = 64
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
-
-def time_fn(fn: Callable[[], Any], device: str, iters: int) -> float:
-    """Median seconds per call (1 warm-up call first)."""
-    fn()
-    _sync(device)
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
-
-
-def copy_bandwidth(device: str, nbytes: int, iters: int) -> float:
-    """Measured device-to-device copy GB/s (read + write counted)."""
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
-    dst = torch.empty_like(src)
-    sec = time_fn(lambda: dst.copy_(src), device, iters)
-    return 2 * nbytes / sec / 1e9
 
 
 def _paged(batch: int, ctx: int, entry: tuple[int, ...], dtype: torch.dtype, device: str):

@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from sgl_kernel_rocm.moe import fused_moe_mxfp4, prepare_reference_weights  # no
 from sgl_kernel_rocm.moe.config import resolve_config  # noqa: E402
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs  # noqa: E402
 from sgl_kernel_rocm.mx import dequantize_mxfp4  # noqa: E402
+from timing import copy_bandwidth, matrix_rate, time_fn  # noqa: E402
 
 TOP_K = 8
 # GLM-5.2 MoE: hidden 6144, moe_intermediate 2048, 256 experts, top-8; per-GPU slice by layout.
@@ -47,37 +47,8 @@ DECODE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 PREFILL = (1024, 4096, 16384)
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
-def time_fn(fn: Callable[[], Any], device: str, iters: int) -> float:
-    """Median seconds per call (one warm-up call first)."""
-    fn()
-    _sync(device)
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
-
-
-def copy_bandwidth(device: str, nbytes: int, iters: int) -> float:
-    """Measured device-to-device copy GB/s (read + write counted)."""
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
-    dst = torch.empty_like(src)
-    return 2 * nbytes / time_fn(lambda: dst.copy_(src), device, iters) / 1e9
-
-
-def matrix_rate(device: str, n: int, iters: int) -> float:
-    """Measured dense matmul TFLOP/s (bf16 on GPU, fp32 on CPU)."""
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    return 2 * n**3 / time_fn(lambda: a @ b, device, iters) / 1e12
 
 
 def moe_traffic(tokens, experts, hidden, inter, top_k, topk_ids, act_bytes=2) -> tuple[int, int]:

@@ -9,7 +9,7 @@ import torch
 KNOWN_ARCHS = ("gfx950", "gfx942", "sm90", "sm100")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def current_arch(device_index: int = 0) -> str:
     """Arch id of the visible GPU, or "cpu" when there is none.
 

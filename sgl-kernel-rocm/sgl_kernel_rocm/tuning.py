@@ -26,7 +26,7 @@ CONFIG_DIR = Path(__file__).parent / "configs"
 _BUCKET = re.compile(r"^M_LEQ_(\d+)$")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_table(op: str, arch: str) -> dict[str, Any] | None:
     path = CONFIG_DIR / op / f"{arch}.json"
     if not path.exists():
@@ -34,7 +34,9 @@ def load_table(op: str, arch: str) -> dict[str, Any] | None:
     with path.open() as f:
         table = json.load(f)
     if not isinstance(table, dict):
-        raise ValueError(f"{path}: expected a JSON object keyed by shape, got {type(table).__name__}")
+        raise ValueError(
+            f"{path}: expected a JSON object keyed by shape, got {type(table).__name__}"
+        )
     return table
 
 

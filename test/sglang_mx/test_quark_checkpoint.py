@@ -7,7 +7,6 @@ import shutil
 
 import httpx
 import pytest
-
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.testing.server import start_server
 
@@ -30,8 +29,13 @@ def as_quark_w4a4(dst):
             "output_tensors": None,
             "bias": None,
         },
-        "exclude": ["lm_head", "re:.*self_attn.*", "re:.*mlp\\.gate$", "re:.*shared_experts.*",
-                    "re:model\\.layers\\.0\\.mlp.*"],
+        "exclude": [
+            "lm_head",
+            "re:.*self_attn.*",
+            "re:.*mlp\\.gate$",
+            "re:.*shared_experts.*",
+            "re:model\\.layers\\.0\\.mlp.*",
+        ],
     }
     (dst / "config.json").write_text(json.dumps(config, indent=2))
     return dst

@@ -5,12 +5,11 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
-from importlib import metadata
 
-PACKAGES = ("sglang", "sglang-mx", "torch", "triton", "transformers", "httpx")
+from sglang_mx.report import versions
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -21,21 +20,14 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _version(pkg: str) -> str:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def stamp(hardware: str | None = None, config: dict | None = None) -> dict:
     """`hardware` names the accelerator under test (e.g. "8x MI355X"); default: this host's CPU."""
-    host = f"{os.cpu_count()}-core {platform.machine()} CPU ({_cpu_model()}), no GPU"
+    host = f"{os.cpu_count()}-core {platform.machine()} CPU ({cpu_model()}), no GPU"
     return {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hardware": hardware or host,
         "client_host": host,
         "python": platform.python_version(),
-        "versions": {p: _version(p) for p in PACKAGES},
+        "versions": versions(),
         "config": config or {},
     }

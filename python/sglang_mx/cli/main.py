@@ -23,7 +23,7 @@ SUBCOMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sglang-mx",
-        description="SGLang + MXFP4 MoE kernels: serve, quantize, inspect, sell and benchmark tokens.",
+        description="SGLang + MXFP4 MoE kernels: serve, quantize, inspect, sell, benchmark.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in SUBCOMMANDS.values():

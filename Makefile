@@ -28,10 +28,10 @@ bench: setup
 	$(BIN)/python benchmark/kernels/bench_moe.py --quick
 	$(BIN)/python benchmark/kernels/bench_decode_attention.py --quick
 
-# Re-train the bundled tiny model (~25 min on 2 cores) and re-quantize it; not needed to serve.
+# Re-train the bundled tiny model (~30 min on 2 cores) and re-quantize it; not needed to serve.
 ASSETS := python/sglang_mx/assets
 model: setup
-	$(BIN)/python scripts/train_tiny_model.py --out $(ASSETS)/tiny-glm-moe-bf16 --minutes 25
+	$(BIN)/python scripts/train_tiny_model.py --out $(ASSETS)/tiny-glm-moe-bf16 --minutes 30
 	rm -rf $(ASSETS)/tiny-glm-moe-mxfp4
 	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm-moe-bf16 $(ASSETS)/tiny-glm-moe-mxfp4
 	$(BIN)/python scripts/eval_tiny_model.py

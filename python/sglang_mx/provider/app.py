@@ -72,13 +72,15 @@ def build_app(settings: ProviderSettings) -> FastAPI:
             raise ProviderError(404, f"no model {model_id[:100]!r}", "unknown_model")
         return m.listing()
 
-    @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         return await provider.handle(request, "chat")
 
-    @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         return await provider.handle(request, "completions")
+
+    # Plain Starlette routes: the hot path skips FastAPI's per-request dependency solving.
+    app.add_route("/v1/chat/completions", chat, methods=["POST"])
+    app.add_route("/v1/completions", completions, methods=["POST"])
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -65,5 +65,10 @@ def run(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level=settings.log_level,
         access_log=False,
+        # The C event loop and parser, explicitly: "auto" falls back silently to asyncio/h11.
+        loop="uvloop",
+        http="httptools",
+        server_header=False,
+        proxy_headers=False,  # nothing here reads the client address
     )
     return 0

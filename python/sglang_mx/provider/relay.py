@@ -5,7 +5,6 @@ event if the upstream fails mid-stream, and an upstream abort if the client leav
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, sse_error_event
 from sglang_mx.provider.usage import TokenCounts
 
@@ -48,7 +48,7 @@ class StreamRelay:
         self.chunks = 0  # content chunks relayed: token count if upstream sends no usage
 
     def _sse(self, payload: dict[str, Any]) -> bytes:
-        return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+        return b"data: " + jsonio.dumps(payload) + b"\n\n"
 
     async def _lines(self) -> AsyncIterator[bytes | str]:
         """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while."""
@@ -94,7 +94,7 @@ class StreamRelay:
                     saw_done = True
                     break
                 try:
-                    chunk = json.loads(data)
+                    chunk = jsonio.loads(data)
                 except ValueError as e:
                     raise UpstreamStreamError(
                         f"upstream sent a malformed event: {data[:100]}"

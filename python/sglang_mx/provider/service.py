@@ -10,8 +10,9 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
+from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, unauthorized
 from sglang_mx.provider.keys import ApiKey, KeyStore
 from sglang_mx.provider.ledger import Ledger
@@ -183,7 +184,9 @@ class Provider:
         data["model"] = parsed.model.id
         data["id"] = rid
         data["provider"] = "sglang-mx"
-        return JSONResponse(data, headers={"X-Request-Id": rid})
+        return Response(
+            jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": rid}
+        )
 
     async def _stream(
         self,

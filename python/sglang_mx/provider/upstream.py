@@ -10,7 +10,10 @@ from typing import Any
 
 import httpx
 
+from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, upstream_unavailable
+
+_JSON = {"content-type": "application/json"}
 
 
 def _upstream_error(status: int, text: str) -> ProviderError:
@@ -40,17 +43,35 @@ def _upstream_error(status: int, text: str) -> ProviderError:
 
 class Upstream:
     def __init__(self, base_url: str, connect_timeout_s: float, read_timeout_s: float) -> None:
-        self.base_url = base_url
+        self.base_url = base_url.rstrip("/")
         timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         limits = httpx.Limits(max_connections=1024, max_keepalive_connections=64)
-        self.client = httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+        self._extensions = {"timeout": timeout.as_dict()}
+        self.transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+        # trust_env=False: no proxy/netrc lookups per request; the upstream is a local URL.
+        self.client = httpx.AsyncClient(
+            base_url=base_url, timeout=timeout, transport=self.transport, trust_env=False
+        )
 
     async def close(self) -> None:
         await self.client.aclose()
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        # Straight to the client's transport (same pool): a unary call needs none of the
+        # client's per-request work (URL merging, cookies, auth, redirects, event hooks).
+        req = httpx.Request(
+            "POST",
+            self.base_url + path,
+            content=jsonio.dumps(body),
+            headers=_JSON,
+            extensions=self._extensions,
+        )
         try:
-            resp = await self.client.post(path, json=body)
+            resp = await self.transport.handle_async_request(req)
+            try:
+                await resp.aread()
+            finally:
+                await resp.aclose()
         except httpx.TimeoutException as e:
             raise ProviderError(
                 502, f"upstream timed out ({type(e).__name__})", "upstream_timeout"
@@ -60,14 +81,14 @@ class Upstream:
         if resp.status_code != 200:
             raise _upstream_error(resp.status_code, resp.text)
         try:
-            return resp.json()
+            return jsonio.loads(resp.content)
         except ValueError as e:
             raise upstream_unavailable("upstream sent invalid JSON") from e
 
     @asynccontextmanager
     async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
         """Open an SSE stream; errors before the first byte raise ProviderError."""
-        req = self.client.build_request("POST", path, json=body)
+        req = self.client.build_request("POST", path, content=jsonio.dumps(body), headers=_JSON)
         try:
             resp = await self.client.send(req, stream=True)
         except httpx.TimeoutException as e:

@@ -4,10 +4,10 @@ malformed input gets a clear 400/413 and SGLang-internal fields (rid, cache_salt
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, bad_request
 from sglang_mx.provider.pricing import ModelPricing
 
@@ -47,7 +47,7 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise bad_request("empty request body; send a JSON object", "invalid_json")
     try:
-        body = json.loads(raw)
+        body = jsonio.loads(raw)
     except (ValueError, RecursionError) as e:
         raise bad_request(f"request body is not valid JSON: {str(e)[:200]}", "invalid_json") from e
     if not isinstance(body, dict):

@@ -458,8 +458,10 @@ def test_ledger_survives_crash_mid_request(live, tmp_path: Path) -> None:
             for line in r.iter_lines():
                 seen += line.startswith("data:")
                 if seen == 12:
+                    # Kill while the stream is open: leaving the loop first closes the response,
+                    # and a provider that sees that disconnect in time records "aborted".
+                    prov.kill()
                     break
-            prov.kill()
         assert Ledger(db).get(rid).status == "pending"
     with provider_process(live["upstream"], live["pricing"], db):
         rows = {row.id: row for row in Ledger(db).rows()}

@@ -3,10 +3,6 @@ written against: a different SGLang must fail loudly here, not misbehave later."
 
 from __future__ import annotations
 
-import logging
-
-logger = logging.getLogger(__name__)
-
 SGLANG_VERSION = "0.5.23"
 
 

@@ -7,11 +7,7 @@ in-tree CUDA/ROCm platform and only our general plugin (`sglang_mx.plugin`) is a
 
 from __future__ import annotations
 
-import logging
-
 from sglang_mx.env import ENV
-
-logger = logging.getLogger(__name__)
 
 PLATFORM_CLASS = "sglang_mx.platform_impl.MxCpuPlatform"
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 from sglang.srt.platforms.cpu import CpuDeviceMixin
 from sglang.srt.platforms.device_mixin import PlatformEnum
 from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOTAL_TOKENS = 131072
 

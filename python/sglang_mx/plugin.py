@@ -8,11 +8,8 @@ SGLang privates that have no public hook (all in `sglang_mx.patches`).
 
 from __future__ import annotations
 
-import logging
-
 from sglang_mx.env import ENV
 
-logger = logging.getLogger(__name__)
 _registered = False
 
 

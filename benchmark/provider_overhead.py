@@ -1,6 +1,8 @@
 """Provider overhead on loopback: added latency of `sglang-mx provider` over direct SGLang
-(p50/p99 per request, interleaved so drift hits both alike), streamed chunks/s through each,
-and the cost of per-key prefix-cache isolation (hit rate and latency with it on and off).
+(p50/p99 per request, interleaved so drift hits both alike, and the provider's CPU time per
+request), the same against a null upstream (the provider's own work, no model contending for the
+cores), streamed chunks/s through each, and the cost of per-key prefix-cache isolation (hit rate
+and latency with it on and off).
 
     python benchmark/provider_overhead.py                 # starts the bundled MXFP4 model
     python benchmark/provider_overhead.py --upstream URL  # an SGLang server already running
@@ -83,7 +85,16 @@ def timed_post(client: httpx.Client, url: str, body: dict, headers: dict) -> flo
     return dt_s
 
 
-def latency(upstream: str, provider: str, key: str, model: str, n: int) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def latency(
+    upstream: str, provider: str, key: str, model: str, n: int, provider_pid: int
+) -> dict[str, Any]:
     """Interleaved direct/provider 1-token completions of one (cached) prompt."""
     h = {"Authorization": f"Bearer {key}"}
     direct_body = {"model": model, "prompt": "The quick brown fox", "max_tokens": 1,
@@ -94,16 +105,61 @@ def latency(upstream: str, provider: str, key: str, model: str, n: int) -> dict[
         for _ in range(5):  # warm both paths (connections, caches)
             timed_post(c, upstream + "/v1/completions", direct_body, {})
             timed_post(c, provider + "/v1/completions", prov_body, h)
+        cpu0 = cpu_seconds(provider_pid)
         for _ in range(n):
             direct.append(timed_post(c, upstream + "/v1/completions", direct_body, {}))
             via.append(timed_post(c, provider + "/v1/completions", prov_body, h))
-    row: dict[str, Any] = {"requests": n}
+        cpu_s = cpu_seconds(provider_pid) - cpu0
+    row: dict[str, Any] = {"requests": n, "provider_cpu_us_per_request": 1e6 * cpu_s / n}
     for name, xs in (("direct", direct), ("provider", via)):
         row[f"{name}_p50_ms"] = 1e3 * pct(xs, 50)
         row[f"{name}_p99_ms"] = 1e3 * pct(xs, 99)
     diffs = [b - a for a, b in zip(direct, via, strict=True)]
     row["added_p50_ms"] = 1e3 * statistics.median(diffs)
     row["added_p99_ms"] = row["provider_p99_ms"] - row["direct_p99_ms"]
+    return row
+
+
+def short_streams(
+    upstream: str, provider: str, key: str, model: str, n: int, provider_pid: int
+) -> dict[str, Any]:
+    """Interleaved direct/provider 4-token chat streams (same stream_options both ways): time to
+    the first content chunk and to the end of the stream, and the provider's CPU per stream."""
+    h = {"Authorization": f"Bearer {key}"}
+    prov_body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "Count slowly."}],
+                 "max_tokens": 4, "stream": True, "temperature": 0}  # fmt: skip
+    # The provider adds these upstream; direct requests carry them too, so SGLang's work matches.
+    usage = {"include_usage": True, "continuous_usage_stats": True}
+    direct_body = dict(prov_body, model=model, stream_options=usage)
+
+    def one(c: httpx.Client, url: str, body: dict, headers: dict) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        first = None
+        with c.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if first is None and line.startswith("data:") and line != "data: [DONE]":
+                    if json.loads(line[5:]).get("choices"):
+                        first = time.perf_counter() - t0
+        return first or float("nan"), time.perf_counter() - t0
+
+    direct, via = [], []
+    with httpx.Client(timeout=60) as c:
+        for _ in range(5):
+            one(c, upstream, direct_body, {})
+            one(c, provider, prov_body, h)
+        cpu0 = cpu_seconds(provider_pid)
+        for _ in range(n):
+            direct.append(one(c, upstream, direct_body, {}))
+            via.append(one(c, provider, prov_body, h))
+        cpu_s = cpu_seconds(provider_pid) - cpu0
+    row: dict[str, Any] = {"streams": n, "max_tokens": 4,
+                           "provider_cpu_us_per_stream": 1e6 * cpu_s / n}  # fmt: skip
+    for i, what in enumerate(("ttft", "total")):
+        row[f"direct_{what}_p50_ms"] = 1e3 * pct([x[i] for x in direct], 50)
+        row[f"provider_{what}_p50_ms"] = 1e3 * pct([x[i] for x in via], 50)
+        diffs = [b[i] - a[i] for a, b in zip(direct, via, strict=True)]
+        row[f"added_{what}_p50_ms"] = 1e3 * statistics.median(diffs)
     return row
 
 
@@ -144,6 +200,40 @@ def streaming(upstream: str, provider: str, key: str, model: str, n: int, tokens
         out[f"{name}_chunks_per_s"] = statistics.median(rates[name])
         out[f"{name}_ttft_ms"] = 1e3 * statistics.median(ttfts[name])
     return out
+
+
+def null_upstream_latency(tmp: Path, n: int, n_streams: int) -> dict[str, Any]:
+    """The latency and short-stream rows against benchmark/null_upstream.py instead of SGLang."""
+    import subprocess
+    import sys
+
+    from sglang_mx.provider.launch import free_port
+
+    port = free_port()
+    script = Path(__file__).with_name("null_upstream.py")
+    proc = subprocess.Popen([sys.executable, str(script), str(port)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                model = httpx.get(url + "/v1/models", timeout=1).json()["data"][0]["id"]
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        pricing = write_pricing(tmp / "null-pricing.json", model)
+        db = tmp / "null.sqlite"
+        _, key = KeyStore(db).create("bench")
+        with provider_process(url, pricing, db, "--default-rpm", "100000000") as prov:
+            out = latency(url, prov.url, key, model, n, prov.proc.pid)
+            out["short_streams"] = short_streams(url, prov.url, key, model, n_streams,
+                                                 prov.proc.pid)  # fmt: skip
+            return out
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def isolation_cost(upstream: str, pricing: Path, tmp: Path, n: int) -> list[dict[str, Any]]:
@@ -209,7 +299,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--upstream", help="running SGLang server; default: start the bundled model")
-    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--null-requests", type=int, default=2000)
+    ap.add_argument("--short-streams", type=int, default=100)
     ap.add_argument("--streams", type=int, default=5)
     ap.add_argument("--stream-tokens", type=int, default=128)
     ap.add_argument("--isolation-requests", type=int, default=12)
@@ -240,7 +332,11 @@ def main() -> int:
                 "model": model,
                 "config": vars(args) | {"out": str(args.out)},
             },  # fmt: skip
-            "latency": latency(upstream, prov.url, key, model, args.requests),
+            "latency": latency(upstream, prov.url, key, model, args.requests, prov.proc.pid),
+            "short_streams": short_streams(
+                upstream, prov.url, key, model, args.short_streams, prov.proc.pid
+            ),
+            "null_upstream": null_upstream_latency(tmp, args.null_requests, 5 * args.short_streams),
             "streaming": streaming(
                 upstream, prov.url, key, model, args.streams, args.stream_tokens
             ),  # fmt: skip
@@ -261,6 +357,19 @@ def main() -> int:
         f"{'stream chunks/s':24}{st['direct_chunks_per_s']:10.1f}"
         f"{st['provider_chunks_per_s']:10.1f}"
     )
+    print(f"{'provider CPU us/request':24}{'':10}{lat['provider_cpu_us_per_request']:10.0f}")
+    nul = result["null_upstream"]
+    print(
+        f"{'null upstream p50 ms':24}{nul['direct_p50_ms']:10.2f}{nul['provider_p50_ms']:10.2f}"
+        f"{nul['added_p50_ms']:10.2f}   (CPU {nul['provider_cpu_us_per_request']:.0f} us/req)"
+    )
+    for name, ss in (("", result["short_streams"]), ("null ", nul["short_streams"])):
+        print(
+            f"{name + '4-tok stream TTFT ms':24}{ss['direct_ttft_p50_ms']:10.2f}"
+            f"{ss['provider_ttft_p50_ms']:10.2f}{ss['added_ttft_p50_ms']:10.2f}"
+            f"   (whole stream +{ss['added_total_p50_ms']:.2f} ms, "
+            f"CPU {ss['provider_cpu_us_per_stream']:.0f} us/stream)"
+        )
     print(f"{'stream TTFT ms':24}{st['direct_ttft_ms']:10.1f}{st['provider_ttft_ms']:10.1f}")
     for row in result["isolation"]:
         print(

@@ -36,9 +36,6 @@ MLA = {"h": 64, "d": 576}  # GLM-5: 64 heads, latent 512 + rope 64
 PAGE = 64
 
 
-
-
-
 def _paged(batch: int, ctx: int, entry: tuple[int, ...], dtype: torch.dtype, device: str):
     pages = -(-ctx // PAGE)
     cache = torch.randn(batch * pages, PAGE, *entry, device=device).to(dtype)

@@ -47,10 +47,6 @@ DECODE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 PREFILL = (1024, 4096, 16384)
 
 
-
-
-
-
 def moe_traffic(tokens, experts, hidden, inter, top_k, topk_ids, act_bytes=2) -> tuple[int, int]:
     """(bytes, flops) of one MoE call: MXFP4 weights of the experts hit, activations, buffers."""
     active = int(torch.unique(topk_ids[topk_ids >= 0]).numel())

@@ -28,6 +28,12 @@ class _Env:
         return _flag("SGLANG_MX_FORCE_CPU")
 
     @property
+    def busy_poll(self) -> bool:
+        """SGLANG_MX_BUSY_POLL=1: keep SGLang's scheduler spinning while idle on the CPU platform
+        (by default it sleeps on its sockets, `--sleep-on-idle`)."""
+        return _flag("SGLANG_MX_BUSY_POLL")
+
+    @property
     def moe_backend(self) -> str:
         """SGLANG_MX_MOE_BACKEND=auto|torch|triton|sglang: which MXFP4 MoE expert path to run
         ("sglang" leaves SGLang's own MXFP4 MoE in place on GPU nodes)."""

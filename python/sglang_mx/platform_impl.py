@@ -6,6 +6,8 @@ from sglang.srt.platforms.cpu import CpuDeviceMixin
 from sglang.srt.platforms.device_mixin import PlatformEnum
 from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 
+from sglang_mx.env import ENV
+
 DEFAULT_MAX_TOTAL_TOKENS = 131072
 
 
@@ -29,6 +31,11 @@ class MxCpuPlatform(CpuDeviceMixin, SRTPlatform):
             # SGLang sizes the KV pool from free host RAM (millions of tokens, ~60 s to allocate
             # on 2 cores); a development box needs far less.
             server_args.max_total_tokens = DEFAULT_MAX_TOTAL_TOKENS
+        if not ENV.busy_poll:
+            # An idle scheduler otherwise spins on its sockets and holds a core; on a 2-core box
+            # the tokenizer, detokenizer, clients and the provider queue behind it. Sleeping on
+            # the sockets (zmq poll) wakes on the first message.
+            server_args.sleep_on_idle = True
 
     def get_default_attention_backend(self) -> str:
         return "torch_native"

@@ -28,6 +28,25 @@ def test_server_uses_our_platform_and_mxfp4_method(mxfp4_server, mxfp4_server_ha
     log = mxfp4_server_handle.log_path.read_text(errors="replace")
     # one line per MoE layer (3 in the bundled model), from MxFp4MoEMethod.create_weights
     assert log.count("sglang_mx: MXFP4 experts") == 3, mxfp4_server_handle.log_tail()
+    assert info["sleep_on_idle"] is True  # the CPU platform's default (platform_impl.py)
+
+
+def test_idle_scheduler_does_not_spin(mxfp4_server, mxfp4_server_handle):
+    """SGLang's scheduler busy-polls its sockets unless --sleep-on-idle; the CPU platform turns
+    that on, so an idle server leaves the cores to everything else on the box."""
+    import time
+
+    import psutil
+
+    server = psutil.Process(mxfp4_server_handle.proc.pid)
+    schedulers = [p for p in server.children(recursive=True) if "scheduler" in p.name()]
+    assert len(schedulers) == 1, [p.name() for p in server.children(recursive=True)]
+    sched = schedulers[0]
+    time.sleep(0.5)  # let the last request of an earlier test finish
+    before = sum(sched.cpu_times()[:2])
+    time.sleep(2.0)
+    used = sum(sched.cpu_times()[:2]) - before
+    assert used < 0.5, f"idle scheduler used {used:.2f} CPU-s in 2 s: it is spinning"
 
 
 def test_generate_native(mxfp4_server):

@@ -12,13 +12,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from sglang_mx.provider.errors import ProviderError, error_body
+from sglang_mx.provider.hotpath import (
+    COMPLETION_ROUTES,
+    CompletionFront,
+    internal_error_response,
+    provider_error_response,
+)
 from sglang_mx.provider.service import Provider
 from sglang_mx.provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
 
 
-def build_app(settings: ProviderSettings) -> FastAPI:
+def build_app(settings: ProviderSettings) -> CompletionFront:
     provider = Provider(settings)
 
     @asynccontextmanager
@@ -41,8 +47,7 @@ def build_app(settings: ProviderSettings) -> FastAPI:
 
     @app.exception_handler(ProviderError)
     async def _provider_error(request: Request, exc: ProviderError) -> JSONResponse:
-        provider.metrics.errors.labels(str(exc.status), exc.reason).inc()
-        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+        return provider_error_response(provider, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -55,11 +60,7 @@ def build_app(settings: ProviderSettings) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s", request.url.path)
-        provider.metrics.errors.labels("500", "internal").inc()
-        return JSONResponse(
-            error_body(500, "internal provider error", {"reason": "internal"}), status_code=500
-        )
+        return internal_error_response(provider, request.url.path)
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -72,15 +73,13 @@ def build_app(settings: ProviderSettings) -> FastAPI:
             raise ProviderError(404, f"no model {model_id[:100]!r}", "unknown_model")
         return m.listing()
 
-    async def chat(request: Request) -> Response:
-        return await provider.handle(request, "chat")
+    async def completion(request: Request) -> Response:
+        return await provider.handle(request, COMPLETION_ROUTES[request.url.path])
 
-    async def completions(request: Request) -> Response:
-        return await provider.handle(request, "completions")
-
-    # Plain Starlette routes: the hot path skips FastAPI's per-request dependency solving.
-    app.add_route("/v1/chat/completions", chat, methods=["POST"])
-    app.add_route("/v1/completions", completions, methods=["POST"])
+    # CompletionFront serves these POSTs before FastAPI; the routes stay for the 405 on other
+    # methods and for anyone mounting the bare FastAPI app.
+    for path in COMPLETION_ROUTES:
+        app.add_route(path, completion, methods=["POST"])
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -94,4 +93,4 @@ def build_app(settings: ProviderSettings) -> FastAPI:
     async def metrics() -> Response:
         return Response(provider.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return app
+    return CompletionFront(app, provider)

@@ -49,19 +49,19 @@ class LedgerRow:
 
 
 class Ledger:
-    def __init__(self, path: str | Path) -> None:
-        self.db = Database(path)
+    def __init__(self, path: str | Path, background_checkpoint: bool = False) -> None:
+        self.db = Database(path, background_checkpoint)
         self.db.executescript(_SCHEMA)
 
     def start(self, request_id: str, key_id: str, model: str, prompt_tokens: int = 0) -> None:
-        self.db.execute(
+        self.db.write(
             "INSERT INTO ledger (id, key_id, model, status, prompt_tokens, created) "
             "VALUES (?, ?, ?, 'pending', ?, ?)",
             (request_id, key_id, model, prompt_tokens, time.time()),
         )
 
     def progress(self, request_id: str, prompt: int, completion: int, cached: int) -> None:
-        self.db.execute(
+        self.db.write(
             "UPDATE ledger SET prompt_tokens=?, completion_tokens=?, cached_tokens=? "
             "WHERE id=? AND status='pending'",
             (prompt, completion, cached, request_id),
@@ -79,13 +79,12 @@ class Ledger:
     ) -> bool:
         """Finalize once; a second call (or one after recovery) changes nothing."""
         assert status in FINAL_STATUSES, status
-        with self.db.lock:
-            cur = self.db.conn.execute(
-                "UPDATE ledger SET status=?, prompt_tokens=?, completion_tokens=?, "
-                "cached_tokens=?, cost=?, finished=?, error=? WHERE id=? AND status='pending'",
-                (status, prompt, completion, cached, cost, time.time(), error, request_id),
-            )
-            return cur.rowcount == 1
+        changed = self.db.write(
+            "UPDATE ledger SET status=?, prompt_tokens=?, completion_tokens=?, "
+            "cached_tokens=?, cost=?, finished=?, error=? WHERE id=? AND status='pending'",
+            (status, prompt, completion, cached, cost, time.time(), error, request_id),
+        )
+        return changed == 1
 
     def recover(self, cost_of: Callable[[str, int, int, int], float]) -> int:
         """Finalize rows a previous process left pending, billing the tokens recorded."""

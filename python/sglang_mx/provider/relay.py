@@ -51,24 +51,37 @@ class StreamRelay:
         return b"data: " + jsonio.dumps(payload) + b"\n\n"
 
     async def _lines(self) -> AsyncIterator[bytes | str]:
-        """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while."""
+        """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while.
+
+        Lines are split from the raw body here (LF or CRLF endings, as SGLang and the router
+        send), one read at a time: a read usually holds a whole event, so this waits once per
+        event rather than once per line through httpx's text decoders."""
         keepalive_s = self.p.settings.keepalive_s
         while not (await asyncio.wait({self.opening}, timeout=keepalive_s))[0]:
             yield KEEPALIVE
-        it = self.opening.result().aiter_lines().__aiter__()  # raises the upstream's refusal
+        reads = self.opening.result().aiter_raw().__aiter__()  # raises the upstream's refusal
+        buf = b""
         pending: asyncio.Future | None = None
         try:
             while True:
+                end = buf.find(b"\n")
+                while end >= 0:
+                    line = buf[:end]
+                    buf = buf[end + 1 :]
+                    yield (line[:-1] if line.endswith(b"\r") else line).decode(errors="replace")
+                    end = buf.find(b"\n")
                 if pending is None:
-                    pending = asyncio.ensure_future(it.__anext__())
+                    pending = asyncio.ensure_future(reads.__anext__())
                 done, _ = await asyncio.wait({pending}, timeout=keepalive_s)
                 if not done:
                     yield KEEPALIVE
                     continue
                 fut, pending = pending, None
                 try:
-                    yield fut.result()
+                    buf += fut.result()
                 except StopAsyncIteration:
+                    if buf:
+                        yield buf.decode(errors="replace")
                     return
         finally:
             if pending is not None:

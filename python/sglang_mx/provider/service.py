@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, unauthorized
@@ -21,6 +21,7 @@ from sglang_mx.provider.pricing import ModelPricing, load_pricing
 from sglang_mx.provider.ratelimit import RateLimiter
 from sglang_mx.provider.relay import StreamRelay
 from sglang_mx.provider.settings import ProviderSettings
+from sglang_mx.provider.sse_response import EventStreamResponse
 from sglang_mx.provider.upstream import Upstream
 from sglang_mx.provider.usage import TokenCounts
 from sglang_mx.provider.validation import (
@@ -42,7 +43,7 @@ class Provider:
         self.settings = settings
         self.models: dict[str, ModelPricing] = load_pricing(settings.pricing_path)
         self.keys = KeyStore(settings.db_path)
-        self.ledger = Ledger(settings.db_path)
+        self.ledger = Ledger(settings.db_path, background_checkpoint=True)
         self.limiter = RateLimiter()
         self.metrics = ProviderMetrics()
         self.upstream = Upstream(
@@ -52,6 +53,7 @@ class Provider:
         self._health_lock = asyncio.Lock()
         self._key_cache: dict[str, tuple[float, ApiKey | None]] = {}
         self._active_keys: tuple[float, int] = (float("-inf"), 0)
+        self._spend: dict[str, tuple[float, float]] = {}  # key id -> (read at, USD spent)
         self.recovered = self.ledger.recover(self._cost_of)
 
     def _cost_of(self, model_id: str, prompt: int, completion: int, cached: int) -> float:
@@ -60,6 +62,7 @@ class Provider:
 
     async def close(self) -> None:
         await self.upstream.close()
+        self.ledger.db.stop_checkpointer()  # requests still finishing can write the ledger
 
     # --- admission -------------------------------------------------------------------------
 
@@ -88,8 +91,18 @@ class Provider:
         self._key_cache[plain] = (now, key)
         return key
 
+    def spent(self, key_id: str) -> float:
+        """USD a key has spent: summed from the ledger at most every key_cache_ttl_s (the sum
+        scans the key's rows) and advanced in memory by each request this process bills."""
+        now = time.monotonic()
+        hit = self._spend.get(key_id)
+        if hit is None or now - hit[0] >= self.settings.key_cache_ttl_s:
+            hit = (now, self.ledger.spend(key_id))
+            self._spend[key_id] = hit
+        return hit[1]
+
     def admit(self, key: ApiKey) -> None:
-        if key.limit_usd is not None and self.ledger.spend(key.id) >= key.limit_usd:
+        if key.limit_usd is not None and self.spent(key.id) >= key.limit_usd:
             raise ProviderError(
                 402, f"key {key.id} has spent its {key.limit_usd} USD limit", "insufficient_credits"
             )
@@ -116,7 +129,7 @@ class Provider:
 
     # --- completions -----------------------------------------------------------------------
 
-    async def handle(self, request: Request, endpoint: str) -> Response:
+    async def handle(self, request: Request, endpoint: str) -> Response | EventStreamResponse:
         path, validate = ENDPOINTS[endpoint]
         key = self.authenticate(request)
         parsed = validate(parse_json(await request.body()), self.models)
@@ -145,6 +158,9 @@ class Provider:
             rid, status, counts.prompt, counts.completion, counts.cached, cost, error
         ):
             self.limiter.add_tokens(key.id, counts.prompt + counts.completion)
+            hit = self._spend.get(key.id)
+            if hit is not None:
+                self._spend[key.id] = (hit[0], hit[1] + cost)
             self.metrics.record_usage(
                 parsed.model.id, counts.prompt, counts.completion, counts.cached, cost
             )
@@ -197,7 +213,7 @@ class Provider:
         parsed: ParsedRequest,
         key: ApiKey,
         rid: str,
-    ) -> Response:
+    ) -> EventStreamResponse:
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         stack = AsyncExitStack()
         opening = asyncio.ensure_future(stack.enter_async_context(self.upstream.stream(path, body)))
@@ -210,9 +226,8 @@ class Provider:
             self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), str(exc))
             raise exc
         relay = StreamRelay(self, stack, opening, rid, key, parsed, endpoint)
-        return StreamingResponse(
+        return EventStreamResponse(
             relay.events(),
-            media_type="text/event-stream",
             headers={"X-Request-Id": rid, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 

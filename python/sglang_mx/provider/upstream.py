@@ -12,6 +12,7 @@ import httpx
 
 from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, upstream_unavailable
+from sglang_mx.provider.h1 import H1Transport
 
 _JSON = {"content-type": "application/json"}
 
@@ -41,13 +42,18 @@ def _upstream_error(status: int, text: str) -> ProviderError:
     return upstream_unavailable(f"upstream failed with HTTP {status}: {msg}", 502)
 
 
+def _transport_error(e: httpx.TransportError) -> ProviderError:
+    if isinstance(e, httpx.TimeoutException):
+        return ProviderError(502, f"upstream timed out ({type(e).__name__})", "upstream_timeout")
+    return upstream_unavailable(f"upstream unreachable: {type(e).__name__}")
+
+
 class Upstream:
     def __init__(self, base_url: str, connect_timeout_s: float, read_timeout_s: float) -> None:
         self.base_url = base_url.rstrip("/")
         timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
-        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=64)
         self._extensions = {"timeout": timeout.as_dict()}
-        self.transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+        self.transport = H1Transport()  # httpx's API on a lighter wire layer (h1.py)
         # trust_env=False: no proxy/netrc lookups per request; the upstream is a local URL.
         self.client = httpx.AsyncClient(
             base_url=base_url, timeout=timeout, transport=self.transport, trust_env=False
@@ -56,9 +62,10 @@ class Upstream:
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        # Straight to the client's transport (same pool): a unary call needs none of the
-        # client's per-request work (URL merging, cookies, auth, redirects, event hooks).
+    async def _open(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST straight to the client's transport (same pool): the provider's calls need none
+        of the client's per-request work (URL merging, cookies, auth, redirects, event hooks).
+        Returns with the headers read; the body is the caller's to read and close."""
         req = httpx.Request(
             "POST",
             self.base_url + path,
@@ -67,17 +74,18 @@ class Upstream:
             extensions=self._extensions,
         )
         try:
-            resp = await self.transport.handle_async_request(req)
-            try:
-                await resp.aread()
-            finally:
-                await resp.aclose()
-        except httpx.TimeoutException as e:
-            raise ProviderError(
-                502, f"upstream timed out ({type(e).__name__})", "upstream_timeout"
-            ) from e
+            return await self.transport.handle_async_request(req)
         except httpx.TransportError as e:
-            raise upstream_unavailable(f"upstream unreachable: {type(e).__name__}") from e
+            raise _transport_error(e) from e
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        resp = await self._open(path, body)
+        try:
+            await resp.aread()
+        except httpx.TransportError as e:
+            raise _transport_error(e) from e
+        finally:
+            await resp.aclose()
         if resp.status_code != 200:
             raise _upstream_error(resp.status_code, resp.text)
         try:
@@ -88,18 +96,13 @@ class Upstream:
     @asynccontextmanager
     async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
         """Open an SSE stream; errors before the first byte raise ProviderError."""
-        req = self.client.build_request("POST", path, content=jsonio.dumps(body), headers=_JSON)
-        try:
-            resp = await self.client.send(req, stream=True)
-        except httpx.TimeoutException as e:
-            raise ProviderError(
-                502, f"upstream timed out ({type(e).__name__})", "upstream_timeout"
-            ) from e
-        except httpx.TransportError as e:
-            raise upstream_unavailable(f"upstream unreachable: {type(e).__name__}") from e
+        resp = await self._open(path, body)
         try:
             if resp.status_code != 200:
-                text = (await resp.aread()).decode(errors="replace")
+                try:
+                    text = (await resp.aread()).decode(errors="replace")
+                except httpx.HTTPError as e:
+                    text = f"(body unreadable: {type(e).__name__})"
                 raise _upstream_error(resp.status_code, text)
             yield resp
         finally:

@@ -146,6 +146,41 @@ def test_ledger_finalizes_once_and_recovers_pending(tmp_path: Path) -> None:
     assert again.spend("k") == pytest.approx(35.5)
 
 
+def test_ledger_checkpoints_off_the_request_path(tmp_path: Path, monkeypatch) -> None:
+    """With background_checkpoint the writer never checkpoints (in WAL mode only a checkpoint
+    writes the main file); the thread does, every CHECKPOINT_EVERY commits and on the way out."""
+    import time
+
+    from sglang_mx.provider import db as dbmod
+
+    def main_file_pages(path: Path) -> int:
+        return path.stat().st_size // 4096
+
+    monkeypatch.setattr(dbmod, "CHECKPOINT_EVERY", 10**9)  # the thread is never asked
+    quiet = tmp_path / "quiet.sqlite"
+    ledger = Ledger(quiet, background_checkpoint=True)
+    before = main_file_pages(quiet)
+    for i in range(1500):  # ~4,000 WAL pages: SQLite's autocheckpoint would have run
+        ledger.start(f"r{i}", "k", "mx/m")
+        ledger.finish(f"r{i}", "ok", 1, 1, 0, 0.1)
+    assert main_file_pages(quiet) == before and ledger.db.checkpointer.runs == 0
+    ledger.db.stop_checkpointer()  # one last checkpoint on the way out
+    assert main_file_pages(quiet) > before + 20
+    assert Ledger(quiet).spend("k") == pytest.approx(150.0)
+
+    monkeypatch.setattr(dbmod, "CHECKPOINT_EVERY", 100)
+    busy = tmp_path / "busy.sqlite"
+    ledger = Ledger(busy, background_checkpoint=True)
+    before = main_file_pages(busy)
+    for i in range(300):  # 300 commits: asked three times
+        ledger.start(f"r{i}", "k", "mx/m")
+    deadline = time.monotonic() + 10
+    while ledger.db.checkpointer.runs < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ledger.db.checkpointer.runs >= 1 and main_file_pages(busy) > before
+    ledger.db.close()
+
+
 BAD_BODIES = [
     (b"", "invalid_json"),
     (b"[1, 2]", "invalid_json"),

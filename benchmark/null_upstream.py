@@ -1,0 +1,93 @@
+"""A null upstream for the provider benchmark: a keep-alive HTTP/1.1 server that answers every
+POST with the same 1-token completion (usage with cached tokens included), as an SSE stream of
+SGLang's shape when the body asks for `"stream": true`, and GET /v1/models with one model. No
+model, no tokenizer: against it, the provider's added latency is its own work, without an
+inference server contending for the cores. Not SGLang; named as such in every
+result it produces.
+
+    python benchmark/null_upstream.py PORT"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from sglang_mx.testing.rawhttp import read_request
+
+MODEL = "null-upstream"
+_COMPLETION = json.dumps(
+    {
+        "id": "null",
+        "object": "text_completion",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "text": " a", "finish_reason": "length", "logprobs": None}],
+        "usage": {
+            "prompt_tokens": 5,
+            "completion_tokens": 1,
+            "total_tokens": 6,
+            "prompt_tokens_details": {"cached_tokens": 4},
+        },
+    }
+).encode()
+_MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
+
+
+def _response(body: bytes) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
+
+
+COMPLETION, MODELS = _response(_COMPLETION), _response(_MODELS)
+
+
+def _event(payload: dict) -> bytes:
+    data = b"data: " + json.dumps(payload).encode() + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+_CHUNK = {"id": "null", "object": "chat.completion.chunk", "created": 0, "model": MODEL}
+_USAGE = json.loads(_COMPLETION)["usage"]
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+STREAM_EVENTS = [  # role, one token (with continuous usage), finish, [DONE]
+    _event(_CHUNK | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+    _event(_CHUNK | {"choices": [{"index": 0, "delta": {"content": " a"}}], "usage": _USAGE}),
+    _event(
+        _CHUNK
+        | {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": _USAGE}
+    ),
+    b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+]
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head, body = await read_request(reader)
+            if head.startswith(b"GET /v1/models"):
+                writer.write(MODELS)
+            elif b'"stream":true' in body.replace(b" ", b""):
+                writer.write(STREAM_HEAD)
+                for event in STREAM_EVENTS:  # one write per event, as a token-by-token server
+                    writer.write(event)
+                    await writer.drain()
+                    await asyncio.sleep(0)
+            else:
+                writer.write(COMPLETION)
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port: int) -> None:
+    server = await asyncio.start_server(_serve, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))

@@ -64,12 +64,10 @@ class StreamRelay:
         pending: asyncio.Future | None = None
         try:
             while True:
-                end = buf.find(b"\n")
-                while end >= 0:
-                    line = buf[:end]
-                    buf = buf[end + 1 :]
-                    yield (line[:-1] if line.endswith(b"\r") else line).decode(errors="replace")
-                    end = buf.find(b"\n")
+                if b"\n" in buf:
+                    *lines, buf = buf.split(b"\n")  # linear, however many lines one read holds
+                    for line in lines:
+                        yield (line[:-1] if line.endswith(b"\r") else line).decode(errors="replace")
                 if pending is None:
                     pending = asyncio.ensure_future(reads.__anext__())
                 done, _ = await asyncio.wait({pending}, timeout=keepalive_s)

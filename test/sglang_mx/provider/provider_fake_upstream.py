@@ -76,6 +76,25 @@ def build_fake_upstream() -> FastAPI:
                 }
             )
 
+        def chunk(i: int, content: str) -> dict:
+            return {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+                "usage": dict(usage, completion_tokens=i + 1),
+            }
+
+        if "ONEREAD" in text:  # every event in one write, CRLF line endings, non-ASCII text
+            lines = [f"data: {json.dumps(chunk(i, 'é'), ensure_ascii=False)}" for i in range(n)]
+            raw = "\r\n\r\n".join([*lines, "data: [DONE]"]) + "\r\n\r\n"
+
+            async def one_read():
+                yield raw.encode()
+
+            return StreamingResponse(one_read(), media_type="text/event-stream")
+
         async def events():
             for i in range(n):
                 if "SLOW" in text:
@@ -84,15 +103,7 @@ def build_fake_upstream() -> FastAPI:
                     raise RuntimeError("cut the stream")  # uvicorn drops the connection
                 if "BADJSON" in text and i == 2:
                     yield b"data: {not json\n\n"
-                chunk = {
-                    "id": "x",
-                    "object": "chat.completion.chunk",
-                    "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": None}],
-                    "usage": dict(usage, completion_tokens=i + 1),
-                }
-                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                yield f"data: {json.dumps(chunk(i, 't'))}\n\n".encode()
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")

@@ -91,6 +91,19 @@ def test_malformed_upstream_event_becomes_inband_error(stack) -> None:
     assert "malformed" in err["error"]["message"] and events[-1] == "data: [DONE]"
 
 
+def test_many_events_in_one_read_with_crlf_are_all_relayed(stack) -> None:
+    """The relay splits lines from raw reads: 40 events in one write, CRLF endings, UTF-8."""
+    client, _, _ = stack
+    with client.stream("POST", "/v1/chat/completions", json=_chat("ONEREAD", True, 40)) as r:
+        assert r.status_code == 200
+        events = _events(r)
+    payloads = [json.loads(e[5:]) for e in events if e.startswith("data: {")]
+    content = [p["choices"][0]["delta"]["content"] for p in payloads if p["choices"]]
+    assert content == ["é"] * 40
+    assert payloads[-1]["choices"] == [] and payloads[-1]["usage"]["completion_tokens"] == 40
+    assert events[-1] == "data: [DONE]"
+
+
 def test_keepalive_comments_while_upstream_is_silent(stack) -> None:
     client, _, _ = stack
     with client.stream("POST", "/v1/chat/completions", json=_chat("SLOW", True, 2)) as r:

@@ -40,7 +40,6 @@ class _Connection(asyncio.Protocol):
         self.reused = False
         self.idle_since = 0.0
         self.origin: tuple[str, int] = ("", 0)
-        self.lost: BaseException | None = None
         self._waiter: asyncio.Future | None = None
         self.begin()
 
@@ -77,7 +76,6 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.lost = exc
         if self.headers_done and not self.complete and not self.framed:
             self.complete = True  # a close-delimited body ends with the connection
         elif not self.complete and self.error is None:

@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
 
-.PHONY: setup serve test bench model lint clean
+.PHONY: setup serve test compile-check bench model lint clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,20 @@ serve: setup
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Compile every Triton kernel for gfx950, gfx942, sm90 and sm100 (no GPU needed), apply the gate,
+# and regenerate docs/kernels-compile.md. TRITON=3.6.0 runs the same matrix under that Triton
+# (installed with --no-deps beside the venv in .triton/<version>; what GPU images ship).
+TRITON ?=
+compile-check: setup
+ifeq ($(TRITON),)
+	$(BIN)/python -m sgl_kernel_rocm.compile_check --quiet --doc docs/kernels-compile.md
+else
+	[ -d .triton/$(TRITON)/triton ] || $(BIN)/python -m pip install -q --disable-pip-version-check \
+		--no-deps --target .triton/$(TRITON) triton==$(TRITON)
+	PYTHONPATH=.triton/$(TRITON) $(BIN)/python -m sgl_kernel_rocm.compile_check --quiet \
+		--doc docs/kernels-compile.md
+endif
 
 bench: setup
 	$(BIN)/python benchmark/serve_cpu.py

@@ -3,12 +3,13 @@
 Three modes:
   (default, GPU)  time every candidate config per shape and token bucket on the GPU present and
                   write a "measured" table for its arch id.
-  --derive ARCH   write a "derived" table for ARCH (gfx950, gfx942, sm90, sm100) from public chip
-                  facts (CU/SM count, LDS/shared memory, matrix-instruction shapes); no GPU needed.
+  --static ARCH   write a "static" table for ARCH (gfx950, gfx942, sm90, sm100) chosen from compiler
+                  data: candidates compiled with triton.compile for ARCH on this CPU box, the gate
+                  applied, the best static ceiling x grid fill kept (compile_check/static_tune.py).
   (no GPU)        --quick smoke run through the Triton interpreter on a toy shape; the timings
                   mean nothing, so the table goes to --out only, never into the package.
 
-  python scripts/tune_moe.py --derive gfx950
+  python scripts/tune_moe.py --static gfx950
   python scripts/tune_moe.py --quick            # on a GPU: a few shapes and buckets
 """
 
@@ -30,89 +31,14 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "sgl-kernel-rocm" / "sgl_kernel_rocm" / "configs" / "moe_mxfp4"
 
-# Public chip facts the derived tables rest on (vendor whitepapers / ISA guides).
-CHIPS = {
-    "gfx950": {
-        "units": 256,
-        "lds_kib": 160,
-        "mma_m": 16,
-        "native_mx": True,
-        "note": "CDNA4: 256 CUs, 160 KiB LDS/CU, MFMA scale 16x16x128 / 32x32x64 f8f6f4",
-    },
-    "gfx942": {
-        "units": 304,
-        "lds_kib": 64,
-        "mma_m": 16,
-        "native_mx": False,
-        "note": "CDNA3: 304 CUs, 64 KiB LDS/CU, bf16 MFMA 16x16x16 / 32x32x8, no MX MFMA",
-    },
-    "sm90": {
-        "units": 132,
-        "lds_kib": 228,
-        "mma_m": 64,
-        "native_mx": False,
-        "note": "Hopper: 132 SMs, 228 KiB smem/SM, wgmma m64nNk16, dot_scaled emulated",
-    },
-    "sm100": {
-        "units": 148,
-        "lds_kib": 228,
-        "mma_m": 128,
-        "native_mx": True,
-        "note": "Blackwell: 148 SMs, 228 KiB smem/SM, tcgen05 block-scaled MMA (M 128)",
-    },
-}
+TOP_K = 8
+BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 # GLM-5.2 MoE (hidden 6144, moe_intermediate 2048, 256 experts, top-8) per parallel layout.
 GLM_LAYOUTS = {
     "TP1": (256, 6144, 2048),
     "TP8": (256, 6144, 256),
     "EP8": (32, 6144, 2048),
 }
-TOP_K = 8
-BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def derive_config(arch: str, m: int, experts: int, hidden: int, inter: int) -> dict:
-    """One config from chip facts: enough programs to fill the chip, tiles that fit the LDS."""
-    chip = CHIPS[arch]
-    slots_per_expert = max(1, m * TOP_K // experts)
-    # M tile: the expected tokens per expert, at least the matrix unit's M (16 on MFMA; dot >= 16).
-    block_m = min(max(16, _pow2_at_least(slots_per_expert)), 128)
-    block_k = 256 if chip["native_mx"] and m > 256 else 128
-    active = min(m * TOP_K, experts)
-    # N tile: the largest that still gives every CU/SM at least ~2 programs on gate_up.
-    block_n = 32
-    m_blocks = max(active, -(-m * TOP_K // block_m))
-    for bn in (256, 128, 64, 32):
-        programs = m_blocks * (inter // bn)
-        if programs >= 2 * chip["units"]:
-            block_n = bn
-            break
-    # Stages: as many tile copies as fit in the LDS/smem of one CU/SM; shrink the
-    # K tile, then the M tile (to 64), then the N tile, until double buffering fits.
-    while True:
-        tile_bytes = block_m * block_k * 2 + block_n * block_k + block_n * block_k // 16
-        stages = min(4, chip["lds_kib"] * 1024 // tile_bytes)
-        if stages >= 2 or (block_k == 128 and block_n == 32):
-            break
-        if block_k > 128:
-            block_k //= 2
-        elif block_m > 64:
-            block_m //= 2
-        else:
-            block_n //= 2
-    stages = max(1, stages)
-    warps = 4 if block_m * block_n <= 64 * 64 else 8
-    return {
-        "BLOCK_M": block_m,
-        "BLOCK_N": block_n,
-        "BLOCK_K": block_k,
-        "num_warps": warps,
-        "num_stages": stages,
-    }
 
 
 def dump_table(table: dict) -> str:
@@ -138,30 +64,6 @@ def _shape_key(experts: int, hidden: int, inter: int, act_quant: str) -> str:
     from sgl_kernel_rocm.moe.config import shape_key
 
     return shape_key(experts, hidden, inter, act_quant)
-
-
-def derive_table(arch: str) -> dict:
-    chip = CHIPS[arch]
-    table: dict = {
-        "_meta": {
-            "source": "derived",
-            "how": "scripts/tune_moe.py --derive: not measured; derived from public chip facts "
-            f"({chip['note']}): M tile from tokens per expert, N tile so gate_up gives >= 2 "
-            "programs per CU/SM, pipeline stages from the LDS/shared memory per CU/SM",
-            "date": datetime.date.today().isoformat(),
-            "hardware": "none (no GPU was used)",
-        }
-    }
-    for experts, hidden, inter in GLM_LAYOUTS.values():
-        for act_quant in ("none", "mxfp4"):
-            key = _shape_key(experts, hidden, inter, act_quant)
-            table[key] = {
-                f"M_LEQ_{m}": derive_config(arch, m, experts, hidden, inter) for m in BUCKETS
-            }
-            table[key]["any"] = derive_config(arch, 16384, experts, hidden, inter)
-    table["DEFAULT"] = {f"M_LEQ_{m}": derive_config(arch, m, 256, 6144, 2048) for m in (16, 256)}
-    table["DEFAULT"]["any"] = derive_config(arch, 16384, 256, 6144, 2048)
-    return table
 
 
 def _time(fn, device: str) -> float:
@@ -259,6 +161,11 @@ def tune(args) -> None:
         print(f"installed {target}")
 
 
+def _progress(n, total, case, rec) -> None:
+    if n % 25 == 0 or n == total:
+        print(f"  compiled {n}/{total} ({case.arch})", file=sys.stderr, flush=True)
+
+
 def _versions() -> dict:
     import triton
 
@@ -273,7 +180,13 @@ def _versions() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--derive", choices=sorted(CHIPS), help="write a derived table for ARCH")
+    parser.add_argument(
+        "--static",
+        choices=("gfx950", "gfx942", "sm90", "sm100"),
+        action="append",
+        help="write a static table for ARCH (repeatable)",
+    )
+    parser.add_argument("--jobs", type=int, default=None, help="compile processes for --static")
     parser.add_argument("--quick", action="store_true", help="few shapes/buckets/candidates")
     parser.add_argument("--out", default=str(REPO / "benchmark" / "results"))
     parser.add_argument(
@@ -282,17 +195,21 @@ def main(argv: list[str] | None = None) -> int:
         help="on a GPU, also write the measured table into the package configs",
     )
     args = parser.parse_args(argv)
-    if args.derive:
-        path = CONFIG_DIR / f"{args.derive}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dump_table(derive_table(args.derive)))
-        print(f"wrote {path}")
+    if args.static:
+        from sgl_kernel_rocm.compile_check.static_tune import moe_table
+
+        for arch in args.static:
+            t0 = time.time()
+            table = moe_table(arch, jobs=args.jobs, progress=_progress)
+            path = CONFIG_DIR / f"{arch}.json"
+            path.write_text(dump_table(table))
+            print(f"wrote {path} ({time.time() - t0:.0f}s)")
         return 0
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the kernel imports
         if not args.quick:
             print(
-                "no GPU: only --quick (an interpreter smoke run) or --derive ARCH", file=sys.stderr
+                "no GPU: only --quick (an interpreter smoke run) or --static ARCH", file=sys.stderr
             )
             return 2
     tune(args)

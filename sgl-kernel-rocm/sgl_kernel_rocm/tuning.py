@@ -3,10 +3,13 @@
 File layout (one per op and arch id):
 
     {
-      "_meta": {"source": "measured" | "derived", "how": "...", "date": "...", "hardware": "..."},
+      "_meta": {"source": "measured" | "static", "how": "...", "date": "...", "hardware": "..."},
       "<shape key>": {"M_LEQ_16": {...}, "M_LEQ_64": {...}, ..., "any": {...}},
       "DEFAULT": {"M_LEQ_16": {...}, "any": {...}}
     }
+
+"static" tables are chosen from compiler data (scripts/tune_moe.py --static, no GPU), "measured"
+ones from timings on the GPU itself.
 
 `get_config` returns (config, is_tuned). is_tuned is True only when the file exists, says
 "measured" and has the exact shape key; otherwise the caller gets the file's DEFAULT or, with

@@ -37,6 +37,12 @@ def decode_heuristic(m: int) -> dict[str, Any]:
             "target_programs": 1,
             "min_split_tokens": 256,
         }
+    return gpu_decode_heuristic(m)
+
+
+def gpu_decode_heuristic(m: int) -> dict[str, Any]:
+    """What decode_heuristic returns on a GPU (also what the compile gate builds for an arch
+    with no table)."""
     return {
         "BLOCK_N": 64,
         "num_warps": 4,

@@ -64,7 +64,7 @@ def _indexer_score_kernel(
         tl.int64
     )
     slot = offs_n % PAGE
-    k = tl.load(
+    k = tl.load(  # stream: kv
         K + (page * stride_kp + slot * stride_kt)[:, None] + offs_d[None, :],
         mask=n_mask[:, None],
         other=0.0,

@@ -39,6 +39,7 @@ def _gqa_decode_split_kernel(
     LSE_PART,
     qk_scale_log2,
     window,
+    num_splits,
     stride_qb,
     stride_qh,
     stride_kp,
@@ -61,7 +62,6 @@ def _gqa_decode_split_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_DV: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    NUM_SPLITS: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
     b = tl.program_id(0)
@@ -69,7 +69,7 @@ def _gqa_decode_split_kernel(
     split = tl.program_id(2)
     seq_len = tl.load(SEQ + b).to(tl.int32)
     start = tl.where(window >= 0, tl.maximum(seq_len - 1 - window, 0), 0)
-    per_split = tl.cdiv(seq_len - start, NUM_SPLITS)
+    per_split = tl.cdiv(seq_len - start, num_splits)
     lo = start + split * per_split
     hi = tl.minimum(lo + per_split, seq_len)
 
@@ -98,12 +98,12 @@ def _gqa_decode_split_kernel(
         n_mask = offs_n < hi
         page = tl.load(bt_row + offs_n // PAGE, mask=n_mask, other=0).to(tl.int64)
         slot = offs_n % PAGE
-        k = tl.load(
+        k = tl.load(  # stream: kv
             K + (page * stride_kp + slot * stride_kt + kvh * stride_kh)[:, None] + offs_d[None, :],
             mask=n_mask[:, None] & d_mask[None, :],
             other=0.0,
         )
-        v = tl.load(
+        v = tl.load(  # stream: kv
             V + (page * stride_vp + slot * stride_vt + kvh * stride_vh)[:, None] + offs_dv[None, :],
             mask=n_mask[:, None] & dv_mask[None, :],
             other=0.0,
@@ -212,6 +212,7 @@ def gqa_decode(
             lse_part,
             sm_scale * LOG2E,
             window,
+            splits,
             q.stride(0),
             q.stride(1),
             k_cache.stride(0),
@@ -234,7 +235,6 @@ def gqa_decode(
             BLOCK_D=max(16, next_pow2(d)),
             BLOCK_DV=max(16, next_pow2(dv)),
             BLOCK_N=int(cfg["BLOCK_N"]),
-            NUM_SPLITS=splits,
             UPCAST=interpreting() or q.dtype == torch.float32,
             num_warps=int(cfg["num_warps"]),
             num_stages=int(cfg["num_stages"]),

@@ -43,6 +43,7 @@ def _mla_decode_split_kernel(
     kv_scale,
     num_heads,
     num_idx,
+    num_splits,
     stride_qb,
     stride_qh,
     stride_kvp,
@@ -59,7 +60,6 @@ def _mla_decode_split_kernel(
     D_ROPE: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    NUM_SPLITS: tl.constexpr,
     SPARSE: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
@@ -69,7 +69,7 @@ def _mla_decode_split_kernel(
     seq_len = tl.load(SEQ + b).to(tl.int32)
     # Dense: iterate context positions; sparse: iterate slots of the index list.
     n_items = num_idx if SPARSE else seq_len
-    per_split = tl.cdiv(n_items, NUM_SPLITS)
+    per_split = tl.cdiv(n_items, num_splits)
     lo = split * per_split
     hi = tl.minimum(lo + per_split, n_items)
 
@@ -100,8 +100,12 @@ def _mla_decode_split_kernel(
             pos = offs_n
         page = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
         row = KV + page * stride_kvp + (pos % PAGE) * stride_kvt
-        c = tl.load(row[:, None] + offs_l[None, :], mask=n_mask[:, None], other=0.0)
-        k_pe = tl.load(row[:, None] + D_LAT + offs_r[None, :], mask=n_mask[:, None], other=0.0)
+        c = tl.load(  # stream: kv
+            row[:, None] + offs_l[None, :], mask=n_mask[:, None], other=0.0
+        )
+        k_pe = tl.load(  # stream: kv_rope
+            row[:, None] + D_LAT + offs_r[None, :], mask=n_mask[:, None], other=0.0
+        )
         c = c.to(q_lat.dtype)
         qk = tl.dot(q_lat, tl.trans(c)) + tl.dot(q_pe, tl.trans(k_pe.to(q_pe.dtype)))
         qk = tl.where(n_mask[None, :], qk * score_scale, float("-inf"))
@@ -201,6 +205,7 @@ def mla_launch(
             _scalar(kv_scale),
             heads,
             num_idx,
+            splits,
             q.stride(0),
             q.stride(1),
             kv_cache.stride(0),
@@ -217,7 +222,6 @@ def mla_launch(
             D_ROPE=ROPE_DIM,
             BLOCK_H=block_h,
             BLOCK_N=int(cfg["BLOCK_N"]),
-            NUM_SPLITS=splits,
             SPARSE=indices is not None,
             UPCAST=interpreting() or q.dtype == torch.float32,
             num_warps=int(cfg["num_warps"]),

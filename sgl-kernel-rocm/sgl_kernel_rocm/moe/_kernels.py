@@ -48,78 +48,60 @@ def round_bf16_rne(x, MANUAL_BF16_RNE: tl.constexpr):
 
 
 @triton.jit
-def _load_a(
-    x_ptr,
-    xq_ptr,
-    xs_ptr,
-    rows,
-    row_ok,
-    offs_k,
-    k0,
-    K_DIM,
-    stride_x,
-    stride_xq,
-    stride_xs,
+def _load_rows(x_ptr, rows, kb, K_DIM, stride_x, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    """Activation tile [R, BK] of `rows` (int64, already clamped to valid rows, so no row mask);
+    also the packed bytes and scales of A4 rows (called with K/2 or K/32 and BK/2 or BK/32).
+
+    With EVEN_K (K a multiple of BLOCK_K) the load has no mask at all, so it can be 16 bytes
+    wide; padding rows re-read a valid row and their results are never stored."""
+    offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    ptrs = x_ptr + rows[:, None] * stride_x + offs_k[None, :]
+    if EVEN_K:
+        x = tl.load(ptrs)  # stream: activations
+    else:
+        x = tl.load(ptrs, mask=(offs_k < K_DIM)[None, :], other=0.0)  # stream: activations
+    return x
+
+
+@triton.jit
+def _load_mx(
+    q_ptr, s_ptr, rows, kb, K_DIM, stride_q, stride_s, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr
+):
+    """MXFP4 weight tile of `rows` (int64, clamped; output columns of one expert) at K block kb:
+    packed uint8 [R, BK/2] + E8M0 [R, BK/32]."""
+    # From the block index kb, not k0 // 2: the compiler then knows the packed offset is a
+    # multiple of BLOCK_K / 2, which is what lets it load 16 bytes at a time.
+    offs_h = kb * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
+    offs_s = kb * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
+    q_ptrs = q_ptr + rows[:, None] * stride_q + offs_h[None, :]
+    s_ptrs = s_ptr + rows[:, None] * stride_s + offs_s[None, :]
+    if EVEN_K:
+        q = tl.load(q_ptrs)  # stream: weights
+        s = tl.load(s_ptrs)  # stream: scales
+    else:
+        q = tl.load(q_ptrs, mask=(offs_h < K_DIM // 2)[None, :], other=0)  # stream: weights
+        s = tl.load(s_ptrs, mask=(offs_s < K_DIM // 32)[None, :], other=127)  # stream: scales
+    return q, s
+
+
+@triton.jit
+def _a_operand(
+    a,
+    a_scale,
     BLOCK_M: tl.constexpr,
     BLOCK_K: tl.constexpr,
     A4: tl.constexpr,
     DOT_SCALED: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
 ):
-    """Activation tile: plain [BM, BK] (A16), or packed [BM, BK/2] + scales (A4)."""
-    if A4:
-        offs_h = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-        offs_s = k0 // 32 + tl.arange(0, BLOCK_K // 32)
-        q = tl.load(
-            xq_ptr + rows[:, None] * stride_xq + offs_h[None, :],
-            mask=row_ok[:, None] & (offs_h[None, :] < K_DIM // 2),
-            other=0,
-        )
-        s = tl.load(
-            xs_ptr + rows[:, None] * stride_xs + offs_s[None, :],
-            mask=row_ok[:, None] & (offs_s[None, :] < K_DIM // 32),
-            other=127,
-        )
-        if DOT_SCALED:
-            return q, s
-        return dequant_tile(q, s, BLOCK_M, BLOCK_K).to(DOT_DTYPE), s
-    a = tl.load(
-        x_ptr + rows[:, None] * stride_x + (k0 + offs_k)[None, :],
-        mask=row_ok[:, None] & ((k0 + offs_k)[None, :] < K_DIM),
-        other=0.0,
-    )
+    """The A operand as the chosen path takes it: as loaded for dot_scaled, else decoded."""
     if DOT_SCALED:
-        return a, None
-    return a.to(DOT_DTYPE), None
-
-
-@triton.jit
-def _load_w(
-    w_ptr,
-    ws_ptr,
-    n_rows,
-    n_ok,
-    k0,
-    K_DIM,
-    stride_wn,
-    stride_wsn,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
-    """Weight tile of one expert: packed [BN, BK/2] + scales [BN, BK/32] (pointers pre-offset)."""
-    offs_h = k0 // 2 + tl.arange(0, BLOCK_K // 2)
-    offs_s = k0 // 32 + tl.arange(0, BLOCK_K // 32)
-    q = tl.load(
-        w_ptr + n_rows[:, None] * stride_wn + offs_h[None, :],
-        mask=n_ok[:, None] & (offs_h[None, :] < K_DIM // 2),
-        other=0,
-    )
-    s = tl.load(
-        ws_ptr + n_rows[:, None] * stride_wsn + offs_s[None, :],
-        mask=n_ok[:, None] & (offs_s[None, :] < K_DIM // 32),
-        other=127,
-    )
-    return q, s
+        out = a
+    elif A4:
+        out = dequant_tile(a, a_scale, BLOCK_M, BLOCK_K).to(DOT_DTYPE)
+    else:
+        out = a.to(DOT_DTYPE)
+    return out
 
 
 @triton.jit
@@ -135,11 +117,50 @@ def _mac(
     BLOCK_K: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
 ):
-    """acc += a @ dequant(w)^T through the chosen code path."""
+    """acc += a @ dequant(w)^T through the chosen code path (one return, one type)."""
     if DOT_SCALED:
-        return tl.dot_scaled(a, a_scale, A_FMT, tl.trans(wq), ws, "e2m1", acc)
-    w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)
-    return tl.dot(a, tl.trans(w), acc)
+        if A_FMT == "e2m1":
+            acc = tl.dot_scaled(a, a_scale, "e2m1", tl.trans(wq), ws, "e2m1", acc)
+        else:
+            # A16: dot_scaled takes no scale for a bf16/fp16 operand.
+            acc = tl.dot_scaled(a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc)
+    else:
+        w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)
+        acc = tl.dot(a, tl.trans(w), acc)
+    return acc
+
+
+@triton.jit
+def _act_tile(
+    x_ptr,
+    xq_ptr,
+    xs_ptr,
+    rows,
+    kb,
+    K_DIM,
+    stride_x,
+    stride_xq,
+    stride_xs,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    A4: tl.constexpr,
+    DOT_SCALED: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    """(A operand, its E8M0 scales) for one K step; without A4 the second is a placeholder that
+    `_mac` never reads, so every branch returns the same pair."""
+    if A4:
+        # Packed rows are plain rows of K/2 bytes (and K/32 scales): `_load_rows` fits, and keeps
+        # activation loads apart from the weight stream's.
+        aq = _load_rows(xq_ptr, rows, kb, K_DIM // 2, stride_xq, BLOCK_K // 2, EVEN_K)
+        a_s = _load_rows(xs_ptr, rows, kb, K_DIM // 32, stride_xs, BLOCK_K // 32, EVEN_K)
+        a = _a_operand(aq, a_s, BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE)
+    else:
+        a16 = _load_rows(x_ptr, rows, kb, K_DIM, stride_x, BLOCK_K, EVEN_K)
+        a = _a_operand(a16, a16, BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE)
+        a_s = a16
+    return a, a_s
 
 
 @triton.jit
@@ -177,6 +198,7 @@ def gate_up_swiglu_kernel(
     A_FMT: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr,
+    EVEN_K: tl.constexpr,
 ):
     """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4."""
     pid_m = tl.program_id(0)
@@ -187,61 +209,51 @@ def gate_up_swiglu_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slot = tl.load(sorted_ids_ptr + offs_m)
     row_ok = slot < n_slots
-    tok = tl.where(row_ok, slot // top_k, 0)
+    # int64 row offsets: slot * stride passes 2**31 near 44K tokens x top-8 at H = 6144.
+    slot64 = tl.where(row_ok, slot, 0).to(tl.int64)
+    tok = slot64 // top_k
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < INTER
-    offs_k = tl.arange(0, BLOCK_K)
+    # Clamped weight rows: the loads need no row mask; columns past INTER are never stored.
+    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, H, BLOCK_K):
-        a, a_s = _load_a(
-            x_ptr,
-            xq_ptr,
-            xs_ptr,
-            tok,
-            row_ok,
-            offs_k,
-            k0,
-            H,
-            stride_x,
-            stride_xq,
-            stride_xs,
-            BLOCK_M,
-            BLOCK_K,
-            A4,
-            DOT_SCALED,
-            DOT_DTYPE,
-        )
-        gq, gs = _load_w(w_e, ws_e, offs_n, n_ok, k0, H, stride_wn, stride_wsn, BLOCK_N, BLOCK_K)
-        uq, us = _load_w(
-            w_e, ws_e, offs_n + INTER, n_ok, k0, H, stride_wn, stride_wsn, BLOCK_N, BLOCK_K
-        )
+    for kb in range(0, tl.cdiv(H, BLOCK_K)):
+        a, a_s = _act_tile(
+            x_ptr, xq_ptr, xs_ptr, tok, kb, H, stride_x, stride_xq, stride_xs,
+            BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
+        )  # fmt: skip
+        gq, gs = _load_mx(w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K)
+        uq, us = _load_mx(w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K)
         acc_g = _mac(acc_g, a, a_s, gq, gs, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE)
         acc_u = _mac(acc_u, a, a_s, uq, us, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE)
 
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
     act = round_bf16_rne(act, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty)
-    mask = row_ok[:, None] & n_ok[None, :]
     if A4:
         packed, scales = quantize_tile(act.to(tl.float32), BLOCK_M, BLOCK_N)
         offs_q = pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
         offs_s = pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)
         tl.store(
-            outq_ptr + slot[:, None] * stride_outq + offs_q[None, :],
+            outq_ptr + slot64[:, None] * stride_outq + offs_q[None, :],
             packed,
             mask=row_ok[:, None] & (offs_q[None, :] < INTER // 2),
         )
         tl.store(
-            outs_ptr + slot[:, None] * stride_outs + offs_s[None, :],
+            outs_ptr + slot64[:, None] * stride_outs + offs_s[None, :],
             scales,
             mask=row_ok[:, None] & (offs_s[None, :] < INTER // 32),
         )
     else:
-        tl.store(out_ptr + slot[:, None] * stride_out + offs_n[None, :], act, mask=mask)
+        tl.store(
+            out_ptr + slot64[:, None] * stride_out + offs_n[None, :],
+            act,
+            mask=row_ok[:, None] & n_ok[None, :],
+        )
 
 
 @triton.jit
@@ -275,6 +287,7 @@ def down_kernel(
     A_FMT: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr,
+    EVEN_K: tl.constexpr,
 ):
     """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]); the sum over slots is done after."""
     pid_m = tl.program_id(0)
@@ -285,42 +298,26 @@ def down_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slot = tl.load(sorted_ids_ptr + offs_m)
     row_ok = slot < n_slots
-    rows = tl.where(row_ok, slot, 0)
+    rows = tl.where(row_ok, slot, 0).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < H
-    offs_k = tl.arange(0, BLOCK_K)
+    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, INTER, BLOCK_K):
-        a, a_s = _load_a(
-            a_ptr,
-            aq_ptr,
-            as_ptr,
-            rows,
-            row_ok,
-            offs_k,
-            k0,
-            INTER,
-            stride_a,
-            stride_aq,
-            stride_as,
-            BLOCK_M,
-            BLOCK_K,
-            A4,
-            DOT_SCALED,
-            DOT_DTYPE,
-        )
-        wq, ws = _load_w(
-            w_e, ws_e, offs_n, n_ok, k0, INTER, stride_wn, stride_wsn, BLOCK_N, BLOCK_K
-        )
+    for kb in range(0, tl.cdiv(INTER, BLOCK_K)):
+        a, a_s = _act_tile(
+            a_ptr, aq_ptr, as_ptr, rows, kb, INTER, stride_a, stride_aq, stride_as,
+            BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
+        )  # fmt: skip
+        wq, ws = _load_mx(w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K)
         acc = _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE)
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]
     tl.store(
-        out_ptr + slot[:, None] * stride_out + offs_n[None, :],
+        out_ptr + rows[:, None] * stride_out + offs_n[None, :],
         round_bf16_rne(acc, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty),
         mask=row_ok[:, None] & n_ok[None, :],
     )

@@ -138,6 +138,7 @@ def fused_moe_triton(
         A_FMT=a_fmt,
         DOT_DTYPE=dot_dtype,
         MANUAL_BF16_RNE=manual_rne,
+        EVEN_K=hidden % bk == 0,
         **launch,
     )
 
@@ -174,6 +175,7 @@ def fused_moe_triton(
         A_FMT=a_fmt,
         DOT_DTYPE=dot_dtype,
         MANUAL_BF16_RNE=manual_rne,
+        EVEN_K=inter % bk == 0,
         **launch,
     )
     out = per_slot.view(num_tokens, top_k, hidden).sum(dim=1, dtype=torch.float32)

@@ -1,0 +1,501 @@
+"""The compile matrix: every @triton.jit kernel of the package x arch x the configs its shipped
+JSON tables (or heuristics) can select there x each code path, deduplicated.
+
+A Case carries what `triton.compile` needs (signature, constexprs, which integer arguments the
+JIT would specialize as divisible by 16 or equal to 1 at a realistic GLM shape) plus what the
+gate and the ceiling need (the stream the main loop reads and its bytes per iteration).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgl_kernel_rocm.compile_check.archs import ARCHS, native_dot_scaled
+
+PKG = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: str  # short name, e.g. "moe.gate_up"
+    module: str  # import path of the module holding the @triton.jit function
+    fn: str
+    arch: str
+    label: str  # what varies: path, dtype, shape, config
+    pointers: tuple[tuple[str, str], ...]  # (arg, "*bf16" ...)
+    ints: tuple[tuple[str, int], ...]  # (arg, a realistic value) -> i32/i64, div-16, ==1
+    floats: tuple[str, ...]  # fp32 scalar args
+    constexprs: tuple[tuple[str, Any], ...]  # dtypes as strings "tl.bfloat16"
+    num_warps: int
+    num_stages: int
+    stream: str  # the `# stream:` marker of the main loop's big load ("weights", "kv")
+    stream_bytes_per_iter: int  # bytes of that stream one program loads per loop iteration
+    expect: tuple[str, ...] = field(default=())  # ISA facts the gate demands (see gate.py)
+
+    @property
+    def key(self) -> str:
+        tiles = ",".join(f"{k}={v}" for k, v in self.constexprs if k.startswith("BLOCK"))
+        return f"{self.kernel}|{self.arch}|{self.label}|{tiles}|w{self.num_warps}s{self.num_stages}"
+
+    def specialization(self) -> tuple[tuple[str, str], ...]:
+        """How Triton's JIT would specialize the integer args: ==1 becomes a constant, multiples
+        of 16 get tt.divisibility 16, values past int32 are i64."""
+        out = []
+        for name, v in self.ints:
+            tag = "one" if v == 1 else "d16" if v % 16 == 0 else "i64" if abs(v) >= 2**31 else ""
+            out.append((name, tag))
+        return tuple(out)
+
+    def config(self) -> dict[str, Any]:
+        return {k: v for k, v in self.constexprs if k.startswith("BLOCK")} | {
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+        }
+
+
+def _table(op: str, arch: str) -> dict[str, Any] | None:
+    path = PKG / "configs" / op / f"{arch}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _table_configs(op: str, arch: str, heuristic, shape_keys=None) -> list[tuple[str, dict]]:
+    """(shape key, config) for every bucket the arch's table holds (DEFAULT included); the
+    heuristic's configs when there is no table (that is what would launch)."""
+    table = _table(op, arch)
+    if table is None:
+        return [("heuristic", heuristic(m)) for m in (1, 16, 64, 512, 4096)]
+    out = []
+    for key, buckets in table.items():
+        if key == "_meta" or (shape_keys is not None and key not in shape_keys | {"DEFAULT"}):
+            continue
+        out.extend((key, dict(cfg)) for cfg in buckets.values())
+    return out
+
+
+# --------------------------------------------------------------------------- fused MoE
+
+_MOE_DEFAULT_SHAPE = (128, 4096, 1536)  # a shape no table names: what DEFAULT serves
+
+
+def _moe_shape(key: str) -> tuple[int, int, int]:
+    if key in ("DEFAULT", "heuristic"):
+        return _MOE_DEFAULT_SHAPE
+    e, h, i = key.split("_")[:3]
+    return int(e[1:]), int(h[1:]), int(i[1:])
+
+
+def moe_cases(arch: str) -> list[Case]:
+    from sgl_kernel_rocm.moe.config import OP, heuristic_config
+
+    out = []
+    for key, cfg in _table_configs(OP, arch, heuristic_config):
+        experts, hidden, inter = _moe_shape(key)
+        acts = ("mxfp4",) if key.endswith("_a4") else ("none",) if key.endswith("_a16") else (
+            "none", "mxfp4")  # fmt: skip
+        for act in acts:
+            # The path production takes: bf16 activations, choose_path() per arch.
+            path = "dot_scaled" if native_dot_scaled(arch) else "unpack"
+            out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key)
+    return out
+
+
+def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
+    a4 = act == "mxfp4"
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    ce = {
+        "BLOCK_M": bm,
+        "BLOCK_N": bn,
+        "BLOCK_K": bk,
+        "A4": a4,
+        "DOT_SCALED": path == "dot_scaled",
+        "A_FMT": "e2m1" if a4 else "bf16",
+        "DOT_DTYPE": "tl.bfloat16",
+        "MANUAL_BF16_RNE": False,
+    }
+    expect = ["wide_stream"]
+    if arch == "gfx950" and path == "dot_scaled":
+        expect.append("mfma_scale" if a4 else "cvt_scalef32")
+    label = f"{'w4a4' if a4 else 'w4a16'}:{path}@{key}"
+    slots = 4096  # T x top_k of a mid-size batch; runtime value, never 16-specialized below
+    common_ptrs = [("w_ptr", "*u8"), ("ws_ptr", "*u8"), ("sorted_ids_ptr", "*i32"),
+                   ("block_expert_ptr", "*i32"), ("num_padded_ptr", "*i32")]  # fmt: skip
+    gate = Case(
+        kernel="moe.gate_up",
+        module="sgl_kernel_rocm.moe._kernels",
+        fn="gate_up_swiglu_kernel",
+        arch=arch,
+        label=label,
+        pointers=tuple(
+            [
+                ("x_ptr", "*bf16"),
+                ("xq_ptr", "*u8"),
+                ("xs_ptr", "*u8"),
+                ("out_ptr", "*bf16"),
+                ("outq_ptr", "*u8"),
+                ("outs_ptr", "*u8"),
+            ]
+            + common_ptrs
+        ),  # fmt: skip
+        ints=(
+            ("n_slots", slots + 3),
+            ("top_k", 8),
+            ("H", hidden),
+            ("INTER", inter),
+            ("stride_x", hidden),
+            ("stride_xq", hidden // 2),
+            ("stride_xs", hidden // 32),
+            ("stride_we", 2 * inter * hidden // 2),
+            ("stride_wn", hidden // 2),
+            ("stride_wse", 2 * inter * hidden // 32),
+            ("stride_wsn", hidden // 32),
+            ("stride_out", inter),
+            ("stride_outq", inter // 2),
+            ("stride_outs", inter // 32),
+        ),  # fmt: skip
+        floats=(),
+        constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
+        num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"],
+        stream="weights",
+        stream_bytes_per_iter=2 * (bn * bk // 2 + bn * bk // 32),
+        expect=tuple(expect),
+    )
+    down = Case(
+        kernel="moe.down",
+        module="sgl_kernel_rocm.moe._kernels",
+        fn="down_kernel",
+        arch=arch,
+        label=label,
+        pointers=tuple(
+            [
+                ("a_ptr", "*bf16"),
+                ("aq_ptr", "*u8"),
+                ("as_ptr", "*u8"),
+                ("topk_w_ptr", "*fp32"),
+                ("out_ptr", "*bf16"),
+            ]
+            + common_ptrs
+        ),  # fmt: skip
+        ints=(
+            ("n_slots", slots + 3),
+            ("H", hidden),
+            ("INTER", inter),
+            ("stride_a", inter),
+            ("stride_aq", inter // 2),
+            ("stride_as", inter // 32),
+            ("stride_we", hidden * inter // 2),
+            ("stride_wn", inter // 2),
+            ("stride_wse", hidden * inter // 32),
+            ("stride_wsn", inter // 32),
+            ("stride_out", hidden),
+        ),  # fmt: skip
+        floats=(),
+        constexprs=tuple((ce | {"EVEN_K": inter % bk == 0}).items()),
+        num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"],
+        stream="weights",
+        stream_bytes_per_iter=bn * bk // 2 + bn * bk // 32,
+        expect=tuple(expect),
+    )
+    return [gate, down]
+
+
+def quantize_cases(arch: str) -> list[Case]:
+    """The W4A4 activation quantizer (mx.quantize_mxfp4_triton / the MoE's A4 input)."""
+    return [
+        Case(
+            kernel="mx.quantize_rows",
+            module="sgl_kernel_rocm._mx_triton",
+            fn="_quantize_rows_kernel",
+            arch=arch,
+            label="bf16",
+            pointers=(("x_ptr", "*bf16"), ("q_ptr", "*u8"), ("s_ptr", "*u8")),
+            ints=(
+                ("n_rows", 4099),
+                ("n_cols", 6144),
+                ("stride_x", 6144),
+                ("stride_q", 3072),
+                ("stride_s", 192),
+            ),  # fmt: skip
+            floats=(),
+            constexprs=(("BLOCK_R", 16), ("BLOCK_C", 256)),
+            num_warps=4,
+            num_stages=2,
+            stream="",
+            stream_bytes_per_iter=0,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- decode attention
+
+
+def _decode_configs(op: str, arch: str) -> list[dict]:
+    from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
+
+    seen, out = set(), []
+    for _, cfg in _table_configs(op, arch, gpu_decode_heuristic):
+        sig = json.dumps(cfg, sort_keys=True)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(cfg)
+    return out
+
+
+_KV = {"bf16": ("*bf16", 2), "fp8": ("*fp8e4nv", 1)}
+
+
+def _kv(arch: str, kv: str) -> tuple[str, int]:
+    """KV element type: CDNA3 (gfx942) FP8 is the FNUZ e4m3 (torch.float8_e4m3fnuz), OCP e4m3
+    elsewhere; a gfx942 cache in OCP e4m3 would need instructions CDNA3 lacks."""
+    if kv == "fp8" and arch == "gfx942":
+        return "*fp8e4b8", 1
+    return _KV[kv]
+
+
+def gqa_cases(arch: str) -> list[Case]:
+    # GLM-4.5 under TP8: 96 query / 8 KV heads -> 12 query heads per KV head per rank, D 128.
+    group, d, page = 12, 128, 64
+    out = []
+    for cfg in _decode_configs("decode_gqa", arch):
+        for kv in ("bf16", "fp8"):
+            kv_t, kv_b = _kv(arch, kv)
+            bn = int(cfg["BLOCK_N"])
+            out.append(
+                Case(
+                    kernel="attn.gqa_decode",
+                    module="sgl_kernel_rocm.attention.gqa_decode",
+                    fn="_gqa_decode_split_kernel",
+                    arch=arch,
+                    label=f"kv{kv}:g{group}_d{d}_p{page}",
+                    pointers=(
+                        ("Q", "*bf16"),
+                        ("K", kv_t),
+                        ("V", kv_t),
+                        ("BT", "*i32"),
+                        ("SEQ", "*i32"),
+                        ("KS", "*fp32"),
+                        ("VS", "*fp32"),
+                        ("O_PART", "*fp32"),
+                        ("LSE_PART", "*fp32"),
+                    ),  # fmt: skip
+                    ints=(
+                        ("window", -1),
+                        ("num_splits", 7),
+                        ("stride_qb", 12 * d),
+                        ("stride_qh", d),
+                        ("stride_kp", page * d),
+                        ("stride_kt", d),
+                        ("stride_kh", d),
+                        ("stride_vp", page * d),
+                        ("stride_vt", d),
+                        ("stride_vh", d),
+                        ("stride_btb", 313),
+                        ("stride_ob", 12 * 7 * d),
+                        ("stride_oh", 7 * d),
+                        ("stride_os", d),
+                        ("stride_lb", 12 * 7),
+                        ("stride_lh", 7),
+                    ),  # fmt: skip
+                    floats=("qk_scale_log2",),
+                    constexprs=(
+                        ("GROUP", group),
+                        ("PAGE", page),
+                        ("D", d),
+                        ("DV", d),
+                        ("BLOCK_H", 16),
+                        ("BLOCK_D", d),
+                        ("BLOCK_DV", d),
+                        ("BLOCK_N", bn),
+                        ("UPCAST", False),
+                    ),  # fmt: skip
+                    num_warps=int(cfg["num_warps"]),
+                    num_stages=int(cfg["num_stages"]),
+                    stream="kv",
+                    stream_bytes_per_iter=bn * 2 * d * kv_b,
+                )
+            )
+    return out
+
+
+def mla_cases(arch: str) -> list[Case]:
+    """Dense MLA and DSA sparse decode (same kernel): GLM-5.2 latent 512 + rope 64, page 64;
+    8 heads per rank under TP8 and 64 under DP attention."""
+    out = []
+    for op, sparse in (("decode_mla", False), ("decode_dsa", True)):
+        for cfg in _decode_configs(op, arch):
+            for heads in (8, 64):
+                block_h = min(int(cfg.get("BLOCK_H", 16)), max(16, heads))
+                for kv in ("bf16", "fp8"):
+                    kv_t, kv_b = _kv(arch, kv)
+                    bn = int(cfg["BLOCK_N"])
+                    out.append(_mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t,
+                                         kv_b, bn))  # fmt: skip
+    return out
+
+
+def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
+    d = 576
+    return Case(
+        kernel="attn.dsa_decode" if sparse else "attn.mla_decode",
+        module="sgl_kernel_rocm.attention.mla_decode",
+        fn="_mla_decode_split_kernel",
+        arch=arch,
+        label=f"kv{kv}:h{heads}_bh{block_h}_p64",
+        pointers=(
+            ("Q", "*bf16"),
+            ("KV", kv_t),
+            ("BT", "*i32"),
+            ("SEQ", "*i32"),
+            ("IDX", "*i32"),
+            ("O_PART", "*fp32"),
+            ("LSE_PART", "*fp32"),
+        ),  # fmt: skip
+        ints=(
+            ("num_heads", heads),
+            ("num_idx", 2048),
+            ("num_splits", 7),
+            ("stride_qb", heads * d),
+            ("stride_qh", d),
+            ("stride_kvp", 64 * d),
+            ("stride_kvt", d),
+            ("stride_btb", 313),
+            ("stride_ib", 2048),
+            ("stride_ob", heads * 7 * 512),
+            ("stride_oh", 7 * 512),
+            ("stride_os", 512),
+            ("stride_lb", heads * 7),
+            ("stride_lh", 7),
+        ),  # fmt: skip
+        floats=("qk_scale_log2", "kv_scale"),
+        constexprs=(
+            ("PAGE", 64),
+            ("D_LAT", 512),
+            ("D_ROPE", 64),
+            ("BLOCK_H", block_h),
+            ("BLOCK_N", bn),
+            ("SPARSE", sparse),
+            ("UPCAST", False),
+        ),  # fmt: skip
+        num_warps=int(cfg["num_warps"]),
+        num_stages=int(cfg["num_stages"]),
+        stream="kv",
+        stream_bytes_per_iter=bn * d * kv_b,
+    )
+
+
+def indexer_cases(arch: str) -> list[Case]:
+    """DSA lightning-indexer scoring: 32 heads x 128, FP8 index keys, page 64."""
+    out = []
+    for cfg in _decode_configs("decode_dsa_indexer", arch):
+        bn = int(cfg["BLOCK_N"])
+        out.append(
+            Case(
+                kernel="attn.dsa_indexer",
+                module="sgl_kernel_rocm.attention.dsa_indexer",
+                fn="_indexer_score_kernel",
+                arch=arch,
+                label="kfp8:h32_d128_p64",
+                pointers=(
+                    ("Q", "*bf16"),
+                    ("W", "*fp32"),
+                    ("K", _kv(arch, "fp8")[0]),
+                    ("KS", "*fp32"),
+                    ("BT", "*i32"),
+                    ("SEQ", "*i32"),
+                    ("OUT", "*fp32"),
+                ),  # fmt: skip
+                ints=(
+                    ("num_heads", 32),
+                    ("stride_qb", 32 * 128),
+                    ("stride_qh", 128),
+                    ("stride_wb", 32),
+                    ("stride_kp", 64 * 128),
+                    ("stride_kt", 128),
+                    ("stride_ksp", 64),
+                    ("stride_kst", 1),
+                    ("stride_btb", 313),
+                    ("stride_ob", 20000),
+                ),  # fmt: skip
+                floats=(),
+                constexprs=(
+                    ("PAGE", 64),
+                    ("D", 128),
+                    ("BLOCK_HI", 32),
+                    ("BLOCK_N", bn),
+                    ("UPCAST", False),
+                ),  # fmt: skip
+                num_warps=int(cfg["num_warps"]),
+                num_stages=int(cfg["num_stages"]),
+                stream="kv",
+                stream_bytes_per_iter=bn * 128,
+            )
+        )
+    return out
+
+
+def reduce_cases(arch: str) -> list[Case]:
+    out = []
+    for dv in (128, 512):
+        out.append(
+            Case(
+                kernel="attn.merge_splits",
+                module="sgl_kernel_rocm.attention.reduce",
+                fn="_merge_splits_kernel",
+                arch=arch,
+                label=f"dv{dv}",
+                pointers=(
+                    ("O_PART", "*fp32"),
+                    ("LSE_PART", "*fp32"),
+                    ("OUT", "*bf16"),
+                    ("LSE_OUT", "*fp32"),
+                ),  # fmt: skip
+                ints=(
+                    ("stride_pr", 7 * dv),
+                    ("stride_ps", dv),
+                    ("stride_lr", 7),
+                    ("stride_or", dv),
+                ),  # fmt: skip
+                floats=(),
+                constexprs=(
+                    ("NUM_SPLITS", 7),
+                    ("DV", dv),
+                    ("BLOCK_S", 8),
+                    ("BLOCK_DV", dv),
+                    ("WRITE_LSE", True),
+                ),  # fmt: skip
+                num_warps=4,
+                num_stages=2,
+                stream="",
+                stream_bytes_per_iter=0,
+            )
+        )
+    return out
+
+
+FAMILIES = {
+    "moe": moe_cases,
+    "mx": quantize_cases,
+    "gqa": gqa_cases,
+    "mla": mla_cases,
+    "indexer": indexer_cases,
+    "reduce": reduce_cases,
+}
+
+
+def all_cases(archs=None, families=None) -> list[Case]:
+    """The deduplicated matrix, in a stable order."""
+    seen: dict[str, Case] = {}
+    for arch in archs or list(ARCHS):
+        for name, make in FAMILIES.items():
+            if families and name not in families:
+                continue
+            for case in make(arch):
+                sig = json.dumps([case.kernel, case.arch, case.label.split("@")[0], case.constexprs,
+                                  case.specialization(), case.num_warps, case.num_stages],
+                                 default=str)  # fmt: skip
+                seen.setdefault(sig, case)
+    return list(seen.values())

@@ -1,0 +1,37 @@
+"""Static issue-bound bandwidth ceiling: the bytes/s a kernel could stream if memory were free.
+
+One program loads `stream_bytes_per_iter` bytes of its stream (weights, KV) per main-loop
+iteration, and each of its warps/waves issues the loop body's N instructions to get them. A
+compute unit (CU/SM) issues at most `issue_per_unit_per_cycle` warp instructions per cycle, so
+
+    ceiling = bytes_per_iter * issue_rate * units * clock / (warps * N).
+
+An ESTIMATE from static instruction counts: it ignores dual issue, instruction latency, MFMA/MMA
+pipeline occupancy and memory itself; it says whether a kernel can be memory-bound at all
+(ceiling above the HBM peak) or is bound by its own instruction stream first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sgl_kernel_rocm.compile_check.archs import ARCHS
+from sgl_kernel_rocm.compile_check.cases import Case
+
+
+def static_ceiling(case: Case, rec: dict[str, Any]) -> dict[str, float] | None:
+    """{"tb_s": ceiling, "hbm_tb_s": peak, "ratio": ceiling / peak}, or None when the case
+    streams nothing or the compiled kernel has no main loop."""
+    loop = (rec.get("isa") or {}).get("main_loop")
+    if not case.stream_bytes_per_iter or not loop or not loop["instructions"]:
+        return None
+    arch = ARCHS[case.arch]
+    warps = case.num_warps
+    cycles = warps * loop["instructions"] / arch["issue_per_unit_per_cycle"]
+    bytes_per_cycle = case.stream_bytes_per_iter / cycles
+    tb_s = bytes_per_cycle * arch["units"] * arch["clock_ghz"] * 1e9 / 1e12
+    return {
+        "tb_s": round(tb_s, 2),
+        "hbm_tb_s": arch["hbm_tb_s"],
+        "ratio": round(tb_s / arch["hbm_tb_s"], 2),
+    }

@@ -1,0 +1,177 @@
+"""Render matrix results: a console table, JSON, and the markdown page docs/kernels-compile.md."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+from typing import Any
+
+from sgl_kernel_rocm.compile_check.archs import ARCHS, is_amd
+from sgl_kernel_rocm.compile_check.cases import Case
+from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
+from sgl_kernel_rocm.compile_check.gate import violations
+
+
+def rows(cases: list[Case], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for case, rec in zip(cases, results, strict=True):
+        out.append(
+            {
+                "kernel": case.kernel,
+                "arch": case.arch,
+                "label": case.label,
+                "config": case.config(),
+                "result": rec,
+                "ceiling": static_ceiling(case, rec) if rec.get("ok") else None,
+                "violations": violations(case, rec),
+            }
+        )
+    return out
+
+
+def _regs(row) -> str:
+    r = row["result"].get("regs", {})
+    if is_amd(row["arch"]):
+        return f"v{r.get('vgpr')}/a{r.get('agpr')}/s{r.get('sgpr')}"
+    return f"r{r.get('reg')}"
+
+
+def _spill(row) -> str:
+    s = row["result"].get("spills", {})
+    return "0" if not any(s.values()) else ",".join(f"{k}={v}" for k, v in s.items() if v)
+
+
+def _isa(row) -> str:
+    f = row["result"].get("isa", {})
+    if is_amd(row["arch"]):
+        bits = [f"mfma {f.get('mfma', 0)}"]
+        if f.get("mfma_scale"):
+            bits.append(f"mfma_scale {f['mfma_scale']}")
+        if f.get("cvt_scalef32"):
+            bits.append(f"cvt_scalef32 {f['cvt_scalef32']}")
+        bits.append(f"buffer_loads {f.get('buffer_loads', 0)}")
+    else:
+        bits = [f"mma {f.get('mma', 0)} {'/'.join(f.get('mma_kinds', []))}".strip()]
+    return ", ".join(bits)
+
+
+def _loads(row) -> str:
+    loads = row["result"].get("isa", {}).get("loads", {})
+    parts = []
+    for stream, widths in loads.items():
+        if stream == "other":
+            continue
+        parts.append(f"{stream} " + "+".join(f"{n}x{w}B" for w, n in sorted(widths.items())))
+    return "; ".join(parts)
+
+
+def _cfg(cfg: dict) -> str:
+    short = {"BLOCK_M": "M", "BLOCK_N": "N", "BLOCK_K": "K", "BLOCK_H": "H", "BLOCK_HI": "H",
+             "BLOCK_C": "C", "BLOCK_R": "R", "BLOCK_DV": "DV", "BLOCK_S": "S", "BLOCK_D": "D",
+             "num_warps": "w", "num_stages": "s"}  # fmt: skip
+    return " ".join(f"{short.get(k, k)}{v}" for k, v in cfg.items())
+
+
+def _ceil(row) -> str:
+    c = row["ceiling"]
+    return f"{c['tb_s']:.1f} ({c['ratio']:.2f}x)" if c else "-"
+
+
+HEADER = ["kernel", "arch", "path/shape", "config", "ok", "regs", "spills", "LDS/SMEM",
+          "stream loads", "ISA", "ceiling TB/s (x HBM)"]  # fmt: skip
+
+
+def cells(row) -> list[str]:
+    rec = row["result"]
+    return [
+        row["kernel"],
+        row["arch"],
+        row["label"],
+        _cfg(row["config"]),
+        "yes" if rec.get("ok") else "NO",
+        _regs(row) if rec.get("ok") else "-",
+        _spill(row) if rec.get("ok") else "-",
+        str(rec.get("shared_bytes", "-")),
+        _loads(row),
+        _isa(row) if rec.get("ok") else "-",
+        _ceil(row),
+    ]
+
+
+def console_table(table: list[dict]) -> str:
+    body = [HEADER] + [cells(r) for r in table]
+    widths = [max(len(r[i]) for r in body) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in body]
+    return "\n".join(lines)
+
+
+def stamp(triton_version: str) -> dict[str, str]:
+    return {
+        "date": datetime.date.today().isoformat(),
+        "triton": triton_version,
+        "host": f"{platform.machine()} {platform.system()}, {platform.python_version()}, no GPU "
+        "(compile only: triton.compile for each target)",
+    }
+
+
+def _decode_sized(row) -> bool:
+    """MoE tiles of decode buckets (BLOCK_M <= 32) and every decode-attention kernel."""
+    if row["kernel"].startswith("moe."):
+        return row["config"].get("BLOCK_M", 0) <= 32
+    return row["kernel"].startswith("attn.") and row["kernel"] != "attn.merge_splits"
+
+
+def summary(table: list[dict]) -> str:
+    """Static ceiling of the decode-size kernels per arch and path, as a ratio to HBM peak."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in table:
+        if r["ceiling"] and _decode_sized(r):
+            path = r["label"].split("@")[0].split(":")[0]
+            groups.setdefault((r["kernel"], path, r["arch"]), []).append(r["ceiling"]["ratio"])
+    lines = [
+        "| kernel | path / KV | arch | configs | ceiling / HBM peak (min - max) | above peak |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (kernel, path, arch), ratios in sorted(groups.items()):
+        verdict = "yes" if min(ratios) >= 1 else "some" if max(ratios) >= 1 else "**no**"
+        lines.append(f"| {kernel} | {path} | {arch} | {len(ratios)} | "
+                     f"{min(ratios):.2f} - {max(ratios):.2f} | {verdict} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def markdown_section(table: list[dict], st: dict[str, str]) -> str:
+    """One Triton version's part of docs/kernels-compile.md."""
+    n_bad = sum(1 for r in table if r["violations"])
+    lines = [
+        f"## Triton {st['triton']} ({st['date']})",
+        "",
+        f"{len(table)} compiled kernels; gate: "
+        + ("**pass**" if not n_bad else f"**{n_bad} fail**")
+        + f". Host: {st['host']}.",
+        "",
+        "Decode-size kernels (MoE tiles with BLOCK_M <= 32, decode attention): static ceiling "
+        "against the arch's HBM peak (an estimate; see above).",
+        "",
+        summary(table),
+        "",
+        "Every compiled kernel:",
+        "",
+    ]
+    lines.append("| " + " | ".join(HEADER) + " |")
+    lines.append("|" + "---|" * len(HEADER))
+    for r in table:
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells(r)) + " |")
+    bad = [v for r in table for v in r["violations"]]
+    if bad:
+        lines += ["", "Gate violations:", ""] + [f"- {v}" for v in bad]
+    return "\n".join(lines) + "\n"
+
+
+def arch_table() -> str:
+    lines = ["| arch | product | units | clock GHz | issue/unit/cycle | HBM TB/s | memory budget |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, a in ARCHS.items():
+        mem = f"LDS {a['lds_bytes']} B" if is_amd(name) else f"SMEM {a['smem_bytes']} B"
+        lines.append(f"| {name} | {a['product']} | {a['units']} | {a['clock_ghz']} | "
+                     f"{a['issue_per_unit_per_cycle']} | {a['hbm_tb_s']} | {mem} |")  # fmt: skip
+    return "\n".join(lines)

@@ -1,0 +1,251 @@
+"""Launch configs chosen from compiler data ("source": "static"), no GPU needed.
+
+For each arch and token bucket, candidates are compiled (the compile matrix machinery, cached);
+a candidate qualifies when every kernel it launches passes the gate (compiles, no spills, memory
+in budget, required instructions, 16-byte weight stream, no redundant warps). Among those the
+pick maximizes the bandwidth the grid could reach: min(static ceiling, HBM peak) x how much of
+the chip the launch grid fills, ties to the higher ceiling, then fewer warps and stages.
+Used by scripts/tune_moe.py --static and scripts/tune_attention.py --static.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sgl_kernel_rocm.compile_check import cases as C
+from sgl_kernel_rocm.compile_check.archs import ARCHS, native_dot_scaled
+from sgl_kernel_rocm.compile_check.build import run_matrix, triton_version
+from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
+from sgl_kernel_rocm.compile_check.gate import violations
+
+TOP_K = 8
+MOE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+# GLM-5.2 MoE (hidden 6144, moe_intermediate 2048, 256 experts, top-8) per parallel layout.
+GLM_LAYOUTS = {"TP1": (256, 6144, 2048), "TP8": (256, 6144, 256), "EP8": (32, 6144, 2048)}
+DEFAULT_LAYOUT = (256, 6144, 2048)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def moe_block_m(m: int, experts: int) -> int:
+    """M tile = expected slots per expert, at least 16 (dot dims), at most 128."""
+    return min(max(16, _pow2_at_least(max(1, m * TOP_K // experts))), 128)
+
+
+def moe_candidates(arch: str) -> list[dict[str, int]]:
+    """Decode-size M tiles get the wide search; prefill tiles (BM 64/128) only big N tiles on
+    8 warps. Warps that a tile cannot keep busy (gate: redundant warps) are not tried."""
+    out = []
+    bks = (128, 256) if native_dot_scaled(arch) else (128,)
+
+    def add(bm, bn, bk, warps, st):
+        out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": warps,
+                    "num_stages": st})  # fmt: skip
+
+    for bm in (16, 32):
+        for bn in (32, 64, 128, 256):
+            for bk in bks:
+                for warps in (4, 8) if bm * bn >= 64 * 64 else (4,):
+                    for st in (1, 2):
+                        add(bm, bn, bk, warps, st)
+    for bm in (64, 128):
+        for bn in (128, 256):
+            for st in (1, 2):
+                add(bm, bn, 128, 8, st)
+    return out
+
+
+def moe_cases_for(arch: str, cfg: dict, act: str, shape=GLM_LAYOUTS["TP8"]) -> list[C.Case]:
+    path = "dot_scaled" if native_dot_scaled(arch) else "unpack"
+    experts, hidden, inter = shape
+    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static")
+
+
+def evaluate(groups: dict[str, list[C.Case]], jobs: int | None = None, progress=None):
+    """{name: (passes, min ceiling TB/s or 0, problems)} for groups of cases compiled together."""
+    flat = [c for cs in groups.values() for c in cs]
+    results = dict(
+        zip([c.key for c in flat], run_matrix(flat, jobs=jobs, progress=progress), strict=True)
+    )
+    out = {}
+    for name, cs in groups.items():
+        problems, ceil = [], None
+        for c in cs:
+            rec = results[c.key]
+            problems += violations(c, rec)
+            if rec.get("ok"):
+                cl = static_ceiling(c, rec)
+                if cl is not None:
+                    ceil = cl["tb_s"] if ceil is None else min(ceil, cl["tb_s"])
+        out[name] = (not problems, ceil or 0.0, problems)
+    return out
+
+
+def pick(
+    arch: str,
+    cands: Iterable[dict],
+    scores: dict[str, tuple[bool, float, list[str]]],
+    fill: Callable[[dict], float],
+) -> dict | None:
+    """Best passing candidate: min(ceiling, HBM) x fill, then ceiling, then fewer warps/stages."""
+    hbm = ARCHS[arch]["hbm_tb_s"]
+    best, best_key = None, None
+    for cfg in cands:
+        ok, ceil, _ = scores[_name(cfg)]
+        if not ok:
+            continue
+        key = (min(ceil, hbm) * fill(cfg), ceil, -cfg["num_warps"], -cfg["num_stages"])
+        if best_key is None or key > best_key:
+            best, best_key = cfg, key
+    return best
+
+
+def _name(cfg: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(cfg.items()))
+
+
+def moe_table(arch: str, jobs: int | None = None, progress=None) -> dict[str, Any]:
+    cands = moe_candidates(arch)
+    scores = {}
+    for act in ("none", "mxfp4"):
+        groups = {_name(c): moe_cases_for(arch, c, act) for c in cands}
+        scores[act] = evaluate(groups, jobs, progress)
+    units = ARCHS[arch]["units"]
+
+    def bucket(m: int, shape, act: str) -> dict:
+        experts, _, inter = shape
+        bm = moe_block_m(m, experts)
+        blocks = max(min(m * TOP_K, experts), -(-m * TOP_K // bm))
+
+        def fill(cfg):
+            programs = blocks * -(-inter // cfg["BLOCK_N"])
+            return min(1.0, programs / units)
+
+        # The M tile the bucket wants; when none of its candidates passes the gate (e.g. SGPR
+        # spills of the unpack path at BM 16 on gfx942), the next bigger one (padded rows cost
+        # matrix work, which decode has to spare, not weight bytes), then smaller ones.
+        order = [b for b in (16, 32, 64, 128) if b >= bm] + [b for b in (64, 32, 16) if b < bm]
+        cfg = None
+        for b in order:
+            mine = [c for c in cands if c["BLOCK_M"] == b and c["BLOCK_K"] <= inter]
+            if (cfg := pick(arch, mine, scores[act], fill)) is not None:
+                break
+        if cfg is None:
+            raise RuntimeError(f"{arch} {act}: no candidate passes the gate at {shape}, m={m}")
+        return cfg
+
+    table: dict[str, Any] = {"_meta": meta(arch, "moe")}
+    for shape in GLM_LAYOUTS.values():
+        for act in ("none", "mxfp4"):
+            key = _moe_key(shape, act)
+            table[key] = {f"M_LEQ_{m}": bucket(m, shape, act) for m in MOE_BUCKETS}
+            table[key]["any"] = bucket(16384, shape, act)
+    # DEFAULT serves unknown shapes of either activation format: a config both accept.
+    both = {}
+    for n, a in scores["none"].items():
+        b = scores["mxfp4"][n]
+        both[n] = (a[0] and b[0], min(a[1], b[1]), a[2] + b[2])
+    scores["both"] = both
+    table["DEFAULT"] = {f"M_LEQ_{m}": bucket(m, DEFAULT_LAYOUT, "both") for m in (16, 256)}
+    table["DEFAULT"]["any"] = bucket(16384, DEFAULT_LAYOUT, "both")
+    return table
+
+
+def _moe_key(shape, act) -> str:
+    from sgl_kernel_rocm.moe.config import shape_key
+
+    return shape_key(*shape, act)
+
+
+def meta(arch: str, what: str) -> dict[str, str]:
+    return {
+        "source": "static",
+        "how": f"scripts/tune_{what}.py --static: not measured; chosen from compiler data "
+        "(triton.compile for this arch on a CPU box): among candidates that pass the compile "
+        "gate (no spills, LDS/SMEM in budget, required instructions, 16-byte weight loads), "
+        "the best static issue-bound ceiling x grid fill of the chip's CUs/SMs",
+        "triton": triton_version(),
+        "date": datetime.date.today().isoformat(),
+        "hardware": "none (compiled only; no GPU ran these)",
+    }
+
+
+# --------------------------------------------------------------------------- decode attention
+
+ATTN_OPS = {
+    "decode_gqa": ("gqa", C.gqa_cases),
+    "decode_mla": ("mla", C.mla_cases),
+    "decode_dsa": ("mla", C.mla_cases),
+    "decode_dsa_indexer": ("indexer", C.indexer_cases),
+}
+# Split planning stays as it was derived (programs to fill the chip, tokens per split); only the
+# tile (BLOCK_N, warps, stages) is chosen from compiler data.
+_SPLITS = {
+    "M_LEQ_8": {"target_programs": 2, "min_split_tokens": 256},
+    "M_LEQ_64": {"target_programs": 2, "min_split_tokens": 512},
+    "any": {"target_programs": 1, "min_split_tokens": 1024},
+}
+
+
+def attention_candidates() -> list[dict[str, int]]:
+    return [
+        {"BLOCK_N": bn, "num_warps": w, "num_stages": st}
+        for bn in (16, 32, 64)
+        for w in (4, 8)
+        for st in (1, 2)
+    ]
+
+
+def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
+    _, make = ATTN_OPS[op]
+    sparse = op == "decode_dsa"
+    out = []
+    for case in make(arch):
+        if case.kernel == "attn.dsa_decode" and not sparse:
+            continue
+        if case.kernel == "attn.mla_decode" and sparse:
+            continue
+        ce = dict(case.constexprs) | {"BLOCK_N": cfg["BLOCK_N"]}
+        bytes_per_row = case.stream_bytes_per_iter // dict(case.constexprs)["BLOCK_N"]
+        out.append(
+            C.Case(
+                **{
+                    **case.__dict__,
+                    "constexprs": tuple(ce.items()),
+                    "num_warps": cfg["num_warps"],
+                    "num_stages": cfg["num_stages"],
+                    "stream_bytes_per_iter": bytes_per_row * cfg["BLOCK_N"],
+                }
+            )
+        )
+    # One set per tile: the table's buckets all hold the same tile, so keep one of each.
+    seen, uniq = set(), []
+    for c in out:
+        if c.key not in seen:
+            seen.add(c.key)
+            uniq.append(c)
+    return uniq
+
+
+def attention_table(op: str, arch: str, jobs: int | None = None, progress=None) -> dict:
+    cands = attention_candidates()
+    groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
+    scores = evaluate(groups, jobs, progress)
+    cfg = pick(arch, cands, scores, lambda c: 1.0)
+    if cfg is None:
+        raise RuntimeError(f"{op} on {arch}: no candidate passes the gate")
+    units = ARCHS[arch]["units"]
+    table: dict[str, Any] = {"_meta": meta(arch, "attention")}
+    table["DEFAULT"] = {
+        bucket: cfg
+        | {
+            "target_programs": s["target_programs"] * units,
+            "min_split_tokens": s["min_split_tokens"],
+        }  # fmt: skip
+        for bucket, s in _SPLITS.items()
+    }
+    return table

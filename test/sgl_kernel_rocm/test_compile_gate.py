@@ -1,0 +1,229 @@
+"""The compile-and-ISA gate: every kernel of sgl_kernel_rocm, built for gfx950, gfx942, sm90 and
+sm100 with `triton.compile` on this CPU box, must compile without spills, fit LDS/SMEM, use the
+instructions its path exists for, and stream MoE weights 16 bytes at a time.
+
+The gate itself is tested on planted faults (compile_gate/planted_kernels.py) so it cannot pass
+silently, and its parsers on small ISA snippets. Compiles are cached by kernel source and Triton
+version (sgl_kernel_rocm/compile_check/build.py): a rerun on unchanged kernels takes seconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+from sgl_kernel_rocm.compile_check import isa
+from sgl_kernel_rocm.compile_check.archs import ARCHS, is_amd
+from sgl_kernel_rocm.compile_check.build import run_matrix, triton_version
+from sgl_kernel_rocm.compile_check.cases import PKG, Case, all_cases
+from sgl_kernel_rocm.compile_check.gate import violations
+
+PLANTED = Path(__file__).parent / "compile_gate"
+
+
+# ----------------------------------------------------------------------------- the gate
+
+
+def test_every_package_kernel_passes_the_gate():
+    cases = all_cases()
+    results = run_matrix(cases)
+    bad = [v for case, rec in zip(cases, results, strict=True) for v in violations(case, rec)]
+    assert not bad, f"{len(bad)} gate violations under Triton {triton_version()}:\n" + "\n".join(
+        bad
+    )
+    # The matrix covers all four arch ids and both paths of the production MoE.
+    assert {c.arch for c in cases} == set(ARCHS)
+    labels = {(c.arch, c.label.split("@")[0]) for c in cases if c.kernel == "moe.gate_up"}
+    assert ("gfx950", "w4a4:dot_scaled") in labels and ("sm90", "w4a16:unpack") in labels
+
+
+def test_every_jit_kernel_of_the_package_is_in_the_matrix():
+    """A launched @triton.jit function (one indexed with a grid somewhere in the package) that
+    the matrix does not compile would escape the gate."""
+    launched = set()
+    for path in PKG.rglob("*.py"):
+        if "compile_check" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute | ast.Name):
+                name = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id
+                if name.endswith("_kernel"):
+                    launched.add(name)
+    compiled = {c.fn for c in all_cases()}
+    assert launched, "found no kernel launches: the scan is broken"
+    assert launched <= compiled, f"kernels launched but never compiled: {launched - compiled}"
+
+
+def test_static_tables_say_where_they_come_from():
+    import json
+
+    for table_path in (PKG / "configs").glob("*/*.json"):
+        meta = json.loads(table_path.read_text())["_meta"]
+        assert meta["source"] in ("static", "measured"), table_path
+        if meta["source"] == "static":
+            assert meta["triton"] and "not measured" in meta["how"], table_path
+
+
+# ----------------------------------------------------------------------------- planted faults
+
+
+def _planted(arch: str) -> dict[str, Case]:
+    common = {"arch": arch, "label": "planted", "floats": (), "num_stages": 1}
+    spill_shape = (256, 256, 16) if is_amd(arch) else (128, 256, 32)
+    return {
+        "multi_type": Case(
+            kernel="planted.multi_type", module="planted_kernels",
+            fn="multi_type_return_kernel", pointers=(("x_ptr", "*bf16"), ("out_ptr", "*bf16")),
+            ints=(), constexprs=(("FLAG", True),), num_warps=4, stream="",
+            stream_bytes_per_iter=0, **common,
+        ),
+        "spill": Case(
+            kernel="planted.spill", module="planted_kernels", fn="spilling_kernel",
+            pointers=(("a_ptr", "*bf16"), ("b_ptr", "*bf16"), ("out_ptr", "*fp32")),
+            ints=(("k_dim", 4096),), constexprs=tuple(zip("MNK", spill_shape, strict=True)),
+            num_warps=1, stream="", stream_bytes_per_iter=0, **common,
+        ),
+        "narrow": Case(
+            kernel="planted.narrow", module="planted_kernels", fn="narrow_stream_kernel",
+            pointers=(("w_ptr", "*u8"), ("out_ptr", "*i32")),
+            ints=(("n", 6143), ("stride", 6144)), constexprs=(), num_warps=4,
+            stream="weights", stream_bytes_per_iter=64 * 64, expect=("wide_stream",), **common,
+        ),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["gfx950", "sm90"])
+def test_the_gate_catches_planted_faults(arch, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(PLANTED))
+    planted = _planted(arch)
+    results = dict(
+        zip(planted, run_matrix(list(planted.values()), cache_dir=tmp_path), strict=True)
+    )
+    found = {name: violations(planted[name], rec) for name, rec in results.items()}
+    # A helper returning another type from a constexpr-if branch: the frontend's reason shows.
+    assert any("does not compile" in v and "Return type mismatch" in v for v in found["multi_type"])
+    assert any("spills" in v for v in found["spill"]), found["spill"]
+    assert any("1 B wide" in v for v in found["narrow"]), found["narrow"]
+    # Second run: every result comes from the cache.
+    again = run_matrix(list(planted.values()), cache_dir=tmp_path)
+    assert all(r["cached"] for r in again)
+
+
+# ----------------------------------------------------------------------------- parsers
+
+AMDGCN = """\
+\t.file\t1 "/pkg/moe" "_kernels.py"
+\t.text
+k:
+\t.loc\t1 10 0
+\ts_load_dwordx2 s[0:1], s[4:5], 0x0
+.LBB0_1:
+\t.loc\t1 75 4
+\tglobal_load_dwordx4 v[0:3], v[4:5], off
+\tglobal_load_ubyte v6, v[4:5], off
+\t.loc\t1 99 2
+\tv_mfma_scale_f32_16x16x128_f8f6f4 v[8:11], v[0:7], v[12:19], v[8:11]
+\tv_add_u32_e32 v1, 1, v1
+\ts_cbranch_scc1 .LBB0_1
+\ts_endpgm
+\t.section\t.AMDGPU.csdata
+; ScratchSize: 0
+\t.section\t.note
+  - .vgpr_count:     64
+    .vgpr_spill_count: 3
+"""
+
+SASS = """\
+.L_x_0:
+\t//## File "/pkg/moe/_kernels.py", line 75
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0020*/              @P0   LDGSTS.E.BYPASS.LTC128B.128 [R1], desc[UR4][R2.64] ;
+        /*0030*/                   LDG.E.U8 R8, desc[UR4][R2.64] ;
+\t//## File "/pkg/moe/_kernels.py", line 99
+        /*0040*/                   HMMA.16816.F32.BF16 R12, R4, R8, R12 ;
+        /*0050*/                   BRA `(.L_x_0) ;
+"""
+
+
+def test_amdgcn_parser_attributes_loads_and_finds_the_loop():
+    listing, meta = isa.parse_amdgcn(AMDGCN)
+    assert meta["vgpr_count"] == 64 and meta["vgpr_spill_count"] == 3 and meta["ScratchSize"] == 0
+    facts = isa.facts(listing, True, {("_kernels.py", 75): "weights"})
+    assert facts["loads"]["weights"] == {"16": 1, "1": 1}
+    assert facts["mfma_scale"] == 1
+    loop = facts["main_loop"]
+    assert loop["instructions"] == 5 and loop["mma_macs"] == 16 * 16 * 128
+
+
+def test_sass_parser_widths_and_mma():
+    listing = isa.parse_sass(SASS)
+    facts = isa.facts(listing, False, {("_kernels.py", 75): "weights"})
+    # LTC128B is a cache hint, not the width: the last .128 is.
+    assert facts["loads"]["weights"] == {"16": 2, "1": 1}
+    assert facts["mma"] == 1 and facts["main_loop"]["mma_macs"] == 16 * 8 * 16
+
+
+def test_stream_markers_cover_the_whole_statement(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(
+        textwrap.dedent(
+            """\
+            def f(p):
+                q = load(  # stream: weights
+                    p,
+                    other=0,
+                )
+                r = load(p)
+            """
+        )
+    )
+    lines = isa.stream_lines([src])
+    assert {n for (_, n) in lines} == {2, 3, 4, 5} and set(lines.values()) == {"weights"}
+
+
+def test_the_ceiling_is_an_estimate_from_the_loop():
+    from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
+
+    case = _planted("sm90")["narrow"]
+    rec = {"isa": {"main_loop": {"instructions": 100}}}
+    c = static_ceiling(case, rec)
+    arch = ARCHS["sm90"]
+    expected = 4096 / (4 * 100 / arch["issue_per_unit_per_cycle"]) * arch["units"]
+    assert c["tb_s"] == pytest.approx(expected * arch["clock_ghz"] * 1e9 / 1e12, rel=0.01)
+    assert static_ceiling(case, {"isa": {"main_loop": None}}) is None
+
+
+TTGIR = "\n".join(
+    [
+        "#blocked = #ttg.blocked<{sizePerThread = [1, 16], threadsPerWarp = [16, 4], warpsPerCTA = [4, 1], order = [1, 0]}>",  # noqa: E501
+        "#blocked1 = #ttg.blocked<{sizePerThread = [1, 4], threadsPerWarp = [16, 4], warpsPerCTA = [4, 1], order = [1, 0]}>",  # noqa: E501
+        "#mma = #ttg.amd_mfma<{version = 3, warpsPerCTA = [4, 1], instrShape = [16, 16], isTransposed = true}>",  # noqa: E501
+        "#mma1 = #ttg.amd_mfma<{version = 3, warpsPerCTA = [1, 4], instrShape = [16, 16], isTransposed = true}>",  # noqa: E501
+        "module {",
+        "    %q = tt.load %p : tensor<64x64x!tt.ptr<i8>, #blocked> loc(#loc3)",
+        "    %r = ttg.async_copy_global_to_local %p2, %buf {contiguity = 8 : i32} : tensor<64x64x!tt.ptr<i8>, #blocked> -> <64x64xi8> loc(#loc4)",  # noqa: E501
+        "    %s = tt.load %p3 : tensor<64x4x!tt.ptr<bf16>, #blocked1> loc(#loc5)",
+        "    %d = tt.dot %a, %b, %c : tensor<16x128xbf16> * tensor<128x32xbf16> -> tensor<16x32xf32, #mma> loc(#loc6)",  # noqa: E501
+        "    %e = tt.dot %a, %b, %c : tensor<16x128xbf16> * tensor<128x64xbf16> -> tensor<16x64xf32, #mma1> loc(#loc6)",  # noqa: E501
+        "}",
+        '#loc1 = loc("/pkg/moe/_kernels.py":80:12)',
+        '#loc2 = loc("/pkg/moe/_kernels.py":200:8)',
+        "#loc3 = loc(callsite(#loc1 at #loc2))",
+        '#loc4 = loc("q"(#loc3))',
+        '#loc5 = loc("/pkg/moe/_kernels.py":81:12)',
+        '#loc6 = loc("/pkg/moe/_kernels.py":120:12)',
+    ]
+)
+
+
+def test_ttgir_attribution_and_warp_redundancy():
+    streams = {("_kernels.py", 80): "weights", ("_kernels.py", 81): "scales"}
+    loads = isa.ttgir_stream_loads(TTGIR, streams)
+    # 16 x i8 per thread = 16 B; the async copy is capped by its contiguity (8 B); 4 x bf16 = 8 B.
+    assert loads == {"weights": {"16": 1, "8": 1}, "scales": {"8": 1}}
+    # #mma puts 4 warps x 16 rows on a 16-row tile: each output computed 4 times; #mma1 splits
+    # the 64 columns among the warps: no repetition. The worst dot counts.
+    assert isa.warp_redundancy(TTGIR) == 4.0
+    assert isa.warp_redundancy(TTGIR.replace("-> tensor<16x32xf32, #mma>", "")) == 1.0

@@ -44,29 +44,40 @@ def plugin_status() -> dict[str, str]:
     return out
 
 
+def _platform_choices() -> tuple[str, str]:
+    """(fused-op dispatch key, default attention backend) of the platform SGLang resolves here
+    (`current_platform`: ours on a CPU box, SGLang's in-tree one on a GPU node)."""
+    from sglang.srt.platforms import current_platform
+
+    if current_platform.is_out_of_tree():
+        key = current_platform.get_dispatch_key_name()
+        attention = current_platform.get_default_attention_backend()
+        return key, attention
+    import torch
+
+    return ("hip" if torch.version.hip else "cuda"), "SGLang's default for this GPU"
+
+
+MOE_ROW = "MXFP4 MoE experts (quant_method mxfp4/quark)"
+
+
 def kernel_paths() -> dict[str, str]:
-    import os
+    """Per op, what this machine runs: each line comes from the code that dispatches it."""
+    from sgl_kernel_rocm.arch import current_arch
 
-    from sgl_kernel_rocm.arch import current_arch, has_native_dot_scaled
+    from sglang_mx.moe_dispatch import describe_moe
 
-    arch = current_arch()
-    interp = os.environ.get("TRITON_INTERPRET") == "1" or arch == "cpu"
-    moe_backend = ENV.moe_backend
-    if moe_backend == "torch" or (moe_backend == "auto" and arch == "cpu"):
-        moe = "torch reference (sgl_kernel_rocm.moe.reference, vectorized per expert)"
-    else:
-        path = "tl.dot_scaled" if has_native_dot_scaled(arch) else "nibble unpack + scale"
-        moe = f"Triton fused MoE, {path}" + (" (interpreter)" if interp else "")
-    attn_default = "torch_native" if ENV.platform_wanted() else "SGLang default for the GPU"
+    cpu = ENV.platform_wanted()
+    arch = "cpu" if cpu else current_arch()
+    key, attention = _platform_choices()
+    interp = " (Triton interpreter)" if cpu else ""
     return {
         "arch": arch,
-        "MXFP4 MoE experts (quant_method mxfp4/quark)": moe,
-        "MoE router (sigmoid + bias top-k)": "SGLang TopK (forward_native on CPU)",
-        "attention default": attn_default,
+        MOE_ROW: describe_moe("cpu" if cpu else "cuda", arch),
+        "MoE router (sigmoid + bias top-k)": f"SGLang TopK.forward_{key}",
+        "attention default": attention,
         "attention --attention-backend mx_triton": (
-            "sgl_kernel_rocm GQA paged decode"
-            + (" (Triton interpreter)" if interp else "")
-            + "; prefill delegated"
+            f"sgl_kernel_rocm GQA paged decode{interp}; prefill delegated"
         ),
     }
 

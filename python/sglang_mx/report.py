@@ -36,26 +36,66 @@ def plugin_status() -> dict[str, str]:
         eps = [ep for ep in md.entry_points(group=group) if ep.value.startswith("sglang_mx")]
         out[group] = ", ".join(f"{ep.name} -> {ep.value}" for ep in eps) or "NOT registered"
     out["disabled (SGLANG_MX_DISABLE)"] = str(ENV.disabled)
-    out["platform SGLang will use"] = (
-        "mx_cpu (sglang_mx.platform_impl.MxCpuPlatform)"
-        if ENV.platform_wanted()
-        else "SGLang in-tree GPU platform + sglang_mx general plugin"
-    )
+    from sglang.srt.platforms import current_platform
+
+    cls = type(current_platform)
+    kind = "out-of-tree" if current_platform.is_out_of_tree() else "in-tree"
+    out["platform SGLang will use"] = f"{cls.__module__}.{cls.__name__} ({kind})"
+    out.update(standin_status())
     return out
 
 
-def _platform_choices() -> tuple[str, str]:
-    """(fused-op dispatch key, default attention backend) of the platform SGLang resolves here
-    (`current_platform`: ours on a CPU box, SGLang's in-tree one on a GPU node)."""
+def standin_status() -> dict[str, str]:
+    """Whether torchvision / sgl_kernel resolve to the real package or our CPU stand-in."""
+    import importlib.util
+
+    from sglang_mx.cpu_setup import SHIMS, real_package_available
+
+    out = {}
+    for name in sorted(SHIMS):
+        if real_package_available(name):
+            out[name] = "real package"
+        elif importlib.util.find_spec(name) is not None:
+            out[name] = "sglang_mx CPU stand-in (raises by name when called)"
+        else:
+            out[name] = "missing (run `python -m sglang_mx.venv_shims` on a CPU box)"
+    return out
+
+
+def _router_forward() -> str:
+    """The TopK forward SGLang's fused-op dispatch picks here, from its own resolution steps
+    (`sglang.kernels.fused_op`: out-of-tree platform key, else the in-tree platform key)."""
+    import warnings
+
+    from sglang.kernels import fused_op
+
+    with warnings.catch_warnings():  # SGLang warns at import about GPU-only quant methods
+        warnings.simplefilter("ignore")
+        from sglang.srt.layers.moe.topk import TopK
+
+    # Reads (never patches) SGLang 0.5.23's dispatch privates; if they move, the row says so.
+    probe = object.__new__(TopK)  # the lookups read the class, not a built layer's state
+    try:
+        oot = fused_op._oot_dispatch_key()
+        if oot is not None:
+            registered = TopK._oot_forward_registry.get(oot, {}).get(TopK)
+            method = registered or probe._platform_method(oot)
+            where = f"platform key {oot!r}"
+        else:
+            key = fused_op._platform_key()
+            method = probe._platform_method(key)
+            where = f"in-tree key {key!r}; SGLang may prefer a kernel backend on GPUs"
+    except AttributeError as e:
+        return f"unknown: SGLang's fused-op dispatch changed ({e})"
+    return f"SGLang TopK.{getattr(method, '__name__', 'forward_native')} ({where})"
+
+
+def _default_attention() -> str:
     from sglang.srt.platforms import current_platform
 
     if current_platform.is_out_of_tree():
-        key = current_platform.get_dispatch_key_name()
-        attention = current_platform.get_default_attention_backend()
-        return key, attention
-    import torch
-
-    return ("hip" if torch.version.hip else "cuda"), "SGLang's default for this GPU"
+        return current_platform.get_default_attention_backend()
+    return "SGLang's default for this device"
 
 
 MOE_ROW = "MXFP4 MoE experts (quant_method mxfp4/quark)"
@@ -69,15 +109,16 @@ def kernel_paths() -> dict[str, str]:
 
     cpu = ENV.platform_wanted()
     arch = "cpu" if cpu else current_arch()
-    key, attention = _platform_choices()
     interp = " (Triton interpreter)" if cpu else ""
     return {
         "arch": arch,
         MOE_ROW: describe_moe("cpu" if cpu else "cuda", arch),
-        "MoE router (sigmoid + bias top-k)": f"SGLang TopK.forward_{key}",
-        "attention default": attention,
+        "MoE router (sigmoid + bias top-k)": _router_forward(),
+        "attention default": _default_attention(),
         "attention --attention-backend mx_triton": (
-            f"sgl_kernel_rocm GQA paged decode{interp}; prefill delegated"
+            "not registered (SGLANG_MX_DISABLE=1)"
+            if ENV.disabled
+            else f"sgl_kernel_rocm GQA paged decode{interp}; prefill delegated"
         ),
     }
 

@@ -62,16 +62,23 @@ def test_info_reports_the_moe_path_that_dispatches(backend, monkeypatch):
     from sgl_kernel_rocm.moe import resolve_backend
     from sglang_mx.quant.moe_method import MxFp4MoEMethod
     from sglang_mx.quant.scheme import MxScheme
+    from sglang_mx.report import kernel_paths
 
-    r = run_cli("info", "--json", env={"SGLANG_MX_MOE_BACKEND": backend})
-    assert r.returncode == 0, r.stderr
-    reported = json.loads(r.stdout)["kernels"][MOE_ROW]
+    monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
+    reported = kernel_paths()[MOE_ROW]
     assert reported.startswith(CPU_MOE[backend]), reported
     # The MoE method the server builds asks for the backend that the report describes.
-    monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
     method = MxFp4MoEMethod(MxScheme("mxfp4", "none"))
     ran = resolve_backend(method.kernel_backend, "cpu")
     assert ran == ("triton" if "Triton" in reported else "torch")
+
+
+def test_info_cli_with_sglang_moe_backend_on_cpu():
+    # The command itself, for the value it used to misreport as "Triton fused MoE".
+    r = run_cli("info", "--json", env={"SGLANG_MX_MOE_BACKEND": "sglang"})
+    assert r.returncode == 0, r.stderr
+    reported = json.loads(r.stdout)["kernels"][MOE_ROW]
+    assert reported.startswith("torch reference") and "Triton" not in reported
 
 
 # A GPU node cannot be had here: its one input, whether a GPU is visible, is faked (named).

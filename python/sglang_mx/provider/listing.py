@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from sglang_mx.provider.openai_fields import CHAT_TYPED
-from sglang_mx.provider.pricing import PRICE_FIELDS, ModelPricing, per_token_str
+from sglang_mx.provider.pricing import (
+    CAPACITY_FIELDS,
+    PRICE_FIELDS,
+    ModelPricing,
+    per_token_str,
+)
 from sglang_mx.provider.validation import _SAMPLING
 
 SCHEMA_VERSION = "2.4"
@@ -63,8 +68,6 @@ def _usd(model: ModelPricing, field: str) -> str:
 
 
 def _capacity(model: ModelPricing, scope: str) -> list[dict[str, Any]]:
-    from sglang_mx.provider.pricing import CAPACITY_FIELDS
-
     out = []
     for field, value in model.capacity.items():
         where, kind = CAPACITY_FIELDS[field]

@@ -83,6 +83,38 @@ def test_v24_document_carries_modalities_prices_capacity(tmp_path: Path) -> None
     assert doc["tokenizer"] == "GLM" and doc["is_ready"] is True
 
 
+def test_published_parameter_bounds_are_the_ones_enforced(tmp_path: Path) -> None:
+    # Each numeric descriptor's max is accepted and just past it refused, by the same provider.
+    m = _model(tmp_path, FULL)
+    params = document_v24(m)["output_modalities"][0]["supported_parameters"]
+    checked = 0
+    for name, desc in params.items():
+        extra = {"logprobs": True} if name == "top_logprobs" else {}
+        if desc["type"] in ("range", "integer") and "max" in desc:
+            step = 1 if desc["type"] == "integer" else 0.01
+            for value, ok in ((desc["max"], True), (desc["max"] + step, False)):
+                body = {"model": m.id, "messages": [{"role": "user", "content": "x"}]}
+                body.update(extra)
+                body[name] = value
+                _expect(validate_chat, body, {m.id: m}, ok, name)
+            checked += 1
+    stops = params["stop"]["max_items"]
+    for n, ok in ((stops, True), (stops + 1, False)):
+        body = {"model": m.id, "messages": [{"role": "user", "content": "x"}]}
+        body["stop"] = [f"s{i}" for i in range(n)]
+        _expect(validate_chat, body, {m.id: m}, ok, "stop")
+    assert checked >= 9  # temperature ... max_tokens, top_logprobs
+
+
+def _expect(validate, body: dict, models: dict, ok: bool, name: str) -> None:
+    if ok:
+        validate(body, models)
+        return
+    with pytest.raises(ProviderError) as exc:
+        validate(body, models)
+    assert exc.value.status == 400 and name in exc.value.message
+
+
 def test_unbilled_skus_are_omitted_not_zero_stuffed(tmp_path: Path) -> None:
     entry = {**FULL, "usd_per_m": {"prompt": 1, "completion": 2}, "capacity": {}}
     doc = document_v24(_model(tmp_path, entry))

@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
 
-.PHONY: setup serve test bench model lint clean
+.PHONY: setup serve test bench model lint wheels clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,10 @@ model: setup
 
 lint: setup
 	$(BIN)/ruff check python sgl-kernel-rocm benchmark scripts test
+
+# Both wheels into dist/, to add to an SGLang GPU image (docs/install.md).
+wheels: setup
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist ./sgl-kernel-rocm .
 
 clean:
 	rm -rf $(VENV)

@@ -41,6 +41,7 @@ lint: setup
 
 # Both wheels into dist/, to add to an SGLang GPU image (docs/install.md).
 wheels: setup
+	rm -rf build sgl-kernel-rocm/build  # setuptools would reuse stale build/lib contents
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist ./sgl-kernel-rocm .
 
 clean:

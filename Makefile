@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
 
-.PHONY: setup serve test compile-check bench model lint clean
+.PHONY: setup serve test compile-check bench model lint wheels clean
 
 setup: $(STAMP)
 
@@ -52,6 +52,11 @@ model: setup
 
 lint: setup
 	$(BIN)/ruff check python sgl-kernel-rocm benchmark scripts test
+
+# Both wheels into dist/, to add to an SGLang GPU image (docs/install.md).
+wheels: setup
+	rm -rf build sgl-kernel-rocm/build  # setuptools would reuse stale build/lib contents
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist ./sgl-kernel-rocm .
 
 clean:
 	rm -rf $(VENV)

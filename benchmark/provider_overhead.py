@@ -71,7 +71,7 @@ def pct(xs: list[float], q: float) -> float:
 
 def write_pricing(path: Path, upstream_model: str) -> Path:
     entry = {"id": MODEL_ID, "upstream_model": upstream_model, "context_length": 4096,
-             "max_completion_tokens": 1024, "quantization": "fp4",
+             "max_completion_tokens": 1024, "quantization": "mxfp4",
              "usd_per_m": {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}}  # fmt: skip
     path.write_text(json.dumps(entry))
     return path

@@ -3,7 +3,8 @@
 SGLang decides "CPU engine or not" from SGLANG_USE_CPU_ENGINE (`sglang.srt.utils.is_cpu`), read
 when each layer module is imported. Without it the rotary embedding falls back to vllm ops; with
 it some modules import the CUDA-only `sgl_kernel` package. We set the variable (children inherit
-it) and, when the real `sgl_kernel` cannot be imported, put our stand-in on the path.
+it) and, when neither the real `sgl_kernel` nor the venv-wide stand-in (`venv_shims`) can be
+found, put our stand-in on the path.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ SHIMS = {"sgl_kernel": SHIM_ROOT / "sgl_kernel_shim", "torchvision": SHIM_ROOT /
 
 def real_package_available(name: str) -> bool:
     spec = importlib.util.find_spec(name)
-    return spec is not None and not str(spec.origin or "").startswith(str(SHIM_ROOT))
+    # Any checkout's stand-in (the venv's .pth may point at another one) is not the real package.
+    return spec is not None and f"{os.sep}_cpu_shims{os.sep}" not in str(spec.origin or "")
 
 
 def prepare_process() -> None:
@@ -36,8 +38,8 @@ def prepare_process() -> None:
     refresh_is_cpu_cache()
     for name, folder in SHIMS.items():
         shim = str(folder)
-        if shim in sys.path or real_package_available(name):
-            continue
+        if shim in sys.path or importlib.util.find_spec(name) is not None:
+            continue  # the real package, or the stand-in made venv-wide by sglang_mx.venv_shims
         sys.path.insert(0, shim)
         # Spawned children get sys.path from multiprocessing; subprocesses from PYTHONPATH.
         parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

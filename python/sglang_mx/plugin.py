@@ -9,6 +9,7 @@ SGLang privates that have no public hook (all in `sglang_mx.patches`).
 from __future__ import annotations
 
 from sglang_mx.env import ENV
+from sglang_mx.moe_dispatch import moe_dispatch
 
 _registered = False
 
@@ -28,7 +29,7 @@ def register() -> None:
     patches.apply()
     attention_backend.register()
     _register_checkpoint_check()
-    if not ENV.platform_wanted() and ENV.moe_backend != "sglang":
+    if not ENV.platform_wanted() and moe_dispatch().owner == "sglang_mx":
         _route_gpu_mxfp4_moe()
 
 

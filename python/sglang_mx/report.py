@@ -36,37 +36,92 @@ def plugin_status() -> dict[str, str]:
         eps = [ep for ep in md.entry_points(group=group) if ep.value.startswith("sglang_mx")]
         out[group] = ", ".join(f"{ep.name} -> {ep.value}" for ep in eps) or "NOT registered"
     out["disabled (SGLANG_MX_DISABLE)"] = str(ENV.disabled)
-    out["platform SGLang will use"] = (
-        "mx_cpu (sglang_mx.platform_impl.MxCpuPlatform)"
-        if ENV.platform_wanted()
-        else "SGLang in-tree GPU platform + sglang_mx general plugin"
-    )
+    from sglang.srt.platforms import current_platform
+
+    cls = type(current_platform)
+    kind = "out-of-tree" if current_platform.is_out_of_tree() else "in-tree"
+    out["platform SGLang will use"] = f"{cls.__module__}.{cls.__name__} ({kind})"
+    out.update(standin_status())
     return out
 
 
+def standin_status() -> dict[str, str]:
+    """Whether torchvision / sgl_kernel resolve to the real package or our CPU stand-in."""
+    import importlib.util
+
+    from sglang_mx.cpu_setup import SHIMS, real_package_available
+
+    out = {}
+    for name in sorted(SHIMS):
+        if real_package_available(name):
+            out[name] = "real package"
+        elif importlib.util.find_spec(name) is not None:
+            out[name] = "sglang_mx CPU stand-in (raises by name when called)"
+        else:
+            out[name] = "missing (run `python -m sglang_mx.venv_shims` on a CPU box)"
+    return out
+
+
+def _router_forward() -> str:
+    """The TopK forward SGLang's fused-op dispatch picks here, from its own resolution steps
+    (`sglang.kernels.fused_op`: out-of-tree platform key, else the in-tree platform key)."""
+    import warnings
+
+    from sglang.kernels import fused_op
+
+    try:
+        with warnings.catch_warnings():  # SGLang warns at import about GPU-only quant methods
+            warnings.simplefilter("ignore")
+            from sglang.srt.layers.moe.topk import TopK
+    except ImportError as e:
+        return f"unknown: SGLang's MoE layers do not import here ({e})"
+
+    # Reads (never patches) SGLang 0.5.23's dispatch privates; if they move, the row says so.
+    probe = object.__new__(TopK)  # the lookups read the class, not a built layer's state
+    try:
+        oot = fused_op._oot_dispatch_key()
+        if oot is not None:
+            registered = TopK._oot_forward_registry.get(oot, {}).get(TopK)
+            method = registered or probe._platform_method(oot)
+            where = f"platform key {oot!r}"
+        else:
+            key = fused_op._platform_key()
+            method = probe._platform_method(key)
+            where = f"in-tree key {key!r}; SGLang may prefer a kernel backend on GPUs"
+    except AttributeError as e:
+        return f"unknown: SGLang's fused-op dispatch changed ({e})"
+    return f"SGLang TopK.{getattr(method, '__name__', 'forward_native')} ({where})"
+
+
+def _default_attention() -> str:
+    from sglang.srt.platforms import current_platform
+
+    if current_platform.is_out_of_tree():
+        return current_platform.get_default_attention_backend()
+    return "SGLang's default for this device"
+
+
+MOE_ROW = "MXFP4 MoE experts (quant_method mxfp4/quark)"
+
+
 def kernel_paths() -> dict[str, str]:
-    import os
+    """Per op, what this machine runs: each line comes from the code that dispatches it."""
+    from sgl_kernel_rocm.arch import current_arch
 
-    from sgl_kernel_rocm.arch import current_arch, has_native_dot_scaled
+    from sglang_mx.moe_dispatch import describe_moe
 
-    arch = current_arch()
-    interp = os.environ.get("TRITON_INTERPRET") == "1" or arch == "cpu"
-    moe_backend = ENV.moe_backend
-    if moe_backend == "torch" or (moe_backend == "auto" and arch == "cpu"):
-        moe = "torch reference (sgl_kernel_rocm.moe.reference, vectorized per expert)"
-    else:
-        path = "tl.dot_scaled" if has_native_dot_scaled(arch) else "nibble unpack + scale"
-        moe = f"Triton fused MoE, {path}" + (" (interpreter)" if interp else "")
-    attn_default = "torch_native" if ENV.platform_wanted() else "SGLang default for the GPU"
+    cpu = ENV.platform_wanted()
+    arch = "cpu" if cpu else current_arch()
+    interp = " (Triton interpreter)" if cpu else ""
     return {
         "arch": arch,
-        "MXFP4 MoE experts (quant_method mxfp4/quark)": moe,
-        "MoE router (sigmoid + bias top-k)": "SGLang TopK (forward_native on CPU)",
-        "attention default": attn_default,
+        MOE_ROW: describe_moe("cpu" if cpu else "cuda", arch),
+        "MoE router (sigmoid + bias top-k)": _router_forward(),
+        "attention default": _default_attention(),
         "attention --attention-backend mx_triton": (
-            "sgl_kernel_rocm GQA paged decode"
-            + (" (Triton interpreter)" if interp else "")
-            + "; prefill delegated"
+            "not registered (SGLANG_MX_DISABLE=1)"
+            if ENV.disabled
+            else f"sgl_kernel_rocm GQA paged decode{interp}; prefill delegated"
         ),
     }
 

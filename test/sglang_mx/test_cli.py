@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,12 +11,13 @@ import pytest
 from sglang_mx.cli.main import SUBCOMMANDS, main
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "sglang_mx.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=120,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -37,7 +39,67 @@ def test_info_json_reports_plugin_and_kernels():
     assert "sglang_mx.plugin:register" in info["plugin"]["sglang.srt.plugins"]
     assert "sglang_mx.platform:activate" in info["plugin"]["sglang.srt.platforms"]
     assert info["kernels"]["arch"] == "cpu"
-    assert "torch reference" in info["kernels"]["MXFP4 MoE experts (quant_method mxfp4/quark)"]
+    assert "torch reference" in info["kernels"][MOE_ROW]
+    assert info["kernels"]["MoE router (sigmoid + bias top-k)"].startswith(
+        "SGLang TopK.forward_native (platform key 'native')"
+    )
+    assert info["kernels"]["attention default"] == "torch_native"
+
+
+MOE_ROW = "MXFP4 MoE experts (quant_method mxfp4/quark)"
+# What runs the experts on this CPU box for each SGLANG_MX_MOE_BACKEND: the mx_cpu platform has
+# no SGLang MXFP4 MoE to defer to, so "sglang" still runs ours (auto: the torch reference).
+CPU_MOE = {
+    "auto": "torch reference",
+    "torch": "torch reference",
+    "triton": "Triton fused MoE (Triton interpreter)",
+    "sglang": "torch reference",
+}
+
+
+@pytest.mark.parametrize("backend", sorted(CPU_MOE))
+def test_info_reports_the_moe_path_that_dispatches(backend, monkeypatch):
+    from sgl_kernel_rocm.moe import resolve_backend
+    from sglang_mx.quant.moe_method import MxFp4MoEMethod
+    from sglang_mx.quant.scheme import MxScheme
+    from sglang_mx.report import kernel_paths
+
+    monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
+    reported = kernel_paths()[MOE_ROW]
+    assert reported.startswith(CPU_MOE[backend]), reported
+    # The MoE method the server builds asks for the backend that the report describes.
+    method = MxFp4MoEMethod(MxScheme("mxfp4", "none"))
+    ran = resolve_backend(method.kernel_backend, "cpu")
+    assert ran == ("triton" if "Triton" in reported else "torch")
+
+
+def test_info_cli_with_sglang_moe_backend_on_cpu():
+    # The command itself, for the value it used to misreport as "Triton fused MoE".
+    r = run_cli("info", "--json", env={"SGLANG_MX_MOE_BACKEND": "sglang"})
+    assert r.returncode == 0, r.stderr
+    reported = json.loads(r.stdout)["kernels"][MOE_ROW]
+    assert reported.startswith("torch reference") and "Triton" not in reported
+
+
+# A GPU node cannot be had here: its one input, whether a GPU is visible, is faked (named).
+GPU_MOE = {
+    "auto": "Triton fused MoE, dot_scaled for bf16/fp16 activations, unpack for fp32",
+    "torch": "torch reference",
+    "triton": "Triton fused MoE, dot_scaled for bf16/fp16 activations, unpack for fp32",
+    "sglang": "SGLang's own MXFP4 MoE method",
+}
+
+
+@pytest.mark.parametrize("backend", sorted(GPU_MOE))
+def test_moe_dispatch_on_a_gpu_node(backend, monkeypatch):
+    from sglang_mx import env as env_mod
+    from sglang_mx.moe_dispatch import describe_moe, moe_dispatch
+
+    monkeypatch.setattr(env_mod._Env, "gpu_visible", lambda self: True)  # fake GPU
+    monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
+    assert describe_moe("cuda", "gfx950").startswith(GPU_MOE[backend])
+    # The plugin routes SGLang's MXFP4 MoE layers to us exactly when the report says ours runs.
+    assert (moe_dispatch().owner == "sglang") == (backend == "sglang")
 
 
 def test_serve_passes_sglang_arguments_through(capsys):

@@ -11,7 +11,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sglang_mx.provider.errors import ProviderError, error_body
+from sglang_mx.provider import listing
+from sglang_mx.provider.errors import ProviderError, bad_request, error_body
 from sglang_mx.provider.hotpath import (
     COMPLETION_ROUTES,
     CompletionFront,
@@ -62,16 +63,25 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
         return internal_error_response(provider, request.url.path)
 
+    def listing_format(request: Request) -> str:
+        # OpenRouter's current document (schema 2.4) unless ?format=legacy asks for the flat one.
+        fmt = request.query_params.get("format", listing.SCHEMA_VERSION)
+        if fmt not in listing.FORMATS:
+            raise bad_request(f"format must be one of {listing.FORMATS}", "invalid_parameter")
+        return fmt
+
     @app.get("/v1/models")
-    async def models() -> dict:
-        return {"object": "list", "data": [m.listing() for m in provider.models.values()]}
+    async def models(request: Request) -> dict:
+        fmt = listing_format(request)
+        docs = [listing.document(m, fmt) for m in provider.models.values()]
+        return {"object": "list", "data": docs}
 
     @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str) -> dict:
+    async def model(model_id: str, request: Request) -> dict:
         m = provider.models.get(model_id)
         if m is None:
             raise ProviderError(404, f"no model {model_id[:100]!r}", "unknown_model")
-        return m.listing()
+        return listing.document(m, listing_format(request))
 
     async def completion(request: Request) -> Response:
         return await provider.handle(request, COMPLETION_ROUTES[request.url.path])

@@ -2,7 +2,8 @@
 derive a floor price from $/GPU-hour and a measured throughput.
 
 A pricing file is JSON: one model object, or {"models": [...]}; a directory holds one file per
-model. Prices are USD per million tokens (`usd_per_m`); /v1/models shows them per token."""
+model. Prices are USD per million tokens (`usd_per_m`); /v1/models shows them per token
+(`provider/listing.py`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-QUANTIZATIONS = ("int4", "int8", "fp4", "fp6", "fp8", "fp16", "bf16", "fp32")
+# OpenRouter's current provider format (schema 2.4); the legacy flat format knows the first eight.
+QUANTIZATIONS = (
+    "int4", "int8", "fp4", "fp6", "fp8", "fp16", "bf16", "fp32", "mxfp4", "nvfp4", "mxfp8",
+)  # fmt: skip
+# Declared throughput (pricing file `capacity`, all optional) -> 2.4 capacity scope and type.
+CAPACITY_FIELDS = {
+    "prompt_tokens_per_minute": ("input", "prompt"),
+    "completion_tokens_per_minute": ("output", "completion"),
+    "requests_per_minute": ("root", "request"),
+    "concurrency": ("root", "concurrency"),
+}
 SAMPLING_PARAMETERS = (
     "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
     "presence_penalty", "stop", "seed", "max_tokens", "logit_bias",
@@ -32,48 +43,42 @@ class ModelPricing:
     name: str = ""
     description: str = ""
     hugging_face_id: str = ""
-    quantization: str = "fp4"
+    quantization: str | None = None  # None: undeclared
     created: int = 0
     supported_features: tuple[str, ...] = ()
     supported_sampling_parameters: tuple[str, ...] = SAMPLING_PARAMETERS
+    capacity: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def per_token(self, kind: str) -> Decimal:
         return Decimal(str(self.usd_per_m.get(kind, 0.0))) / Decimal(1_000_000)
 
-    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> float:
-        """USD for one request; cached prompt tokens are billed at the cache-read price."""
-        cached = max(0, min(cached_tokens, prompt_tokens))
-        total = (
-            self.per_token("prompt") * (prompt_tokens - cached)
-            + self.per_token("input_cache_read") * cached
-            + self.per_token("completion") * completion_tokens
-            + self.per_token("request")
-        )
-        return float(total)
+    def priced(self, kind: str) -> bool:
+        return kind in self.usd_per_m
 
-    def listing(self) -> dict[str, Any]:
-        """The /v1/models entry, OpenRouter fields."""
+    def cost_parts(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int
+    ) -> dict[str, Decimal]:
+        """USD per billed part of one request. Cached prompt tokens are billed at the cache-read
+        price. SGLang's radix cache stores every prompt token it had to compute (implicit
+        caching), so those are the cache writes: billed at `input_cache_write` when the model
+        prices it, else at the prompt price."""
+        cached = max(0, min(cached_tokens, prompt_tokens))
+        written = prompt_tokens - cached
+        write_kind = "input_cache_write" if self.priced("input_cache_write") else "prompt"
         return {
-            "id": self.id,
-            "object": "model",
-            "name": self.name or self.id,
-            "created": self.created,
-            "description": self.description,
-            "context_length": self.context_length,
-            "max_completion_tokens": self.max_completion_tokens,
-            "hugging_face_id": self.hugging_face_id,
-            "input_modalities": ["text"],
-            "output_modalities": ["text"],
-            "quantization": self.quantization,
-            "pricing": {k: _per_token_str(self.per_token(k)) for k in PRICE_FIELDS},
-            "supported_sampling_parameters": list(self.supported_sampling_parameters),
-            "supported_features": list(self.supported_features),
-            **self.extra,
+            "prompt": self.per_token(write_kind) * written,
+            "cached": self.per_token("input_cache_read") * cached,
+            "completion": self.per_token("completion") * completion_tokens,
+            "request": self.per_token("request"),
         }
 
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> float:
+        """USD for one request: the sum of `cost_parts`."""
+        return float(sum(self.cost_parts(prompt_tokens, completion_tokens, cached_tokens).values()))
 
-def _per_token_str(value: Decimal) -> str:
+
+def per_token_str(value: Decimal) -> str:
     # Plain decimal notation ("0.0000003"), never "3E-7", as aggregators parse these strings.
     text = format(value.normalize(), "f")
     return text if text != "-0" else "0"
@@ -89,14 +94,22 @@ def model_from_dict(d: dict[str, Any], created_default: int) -> ModelPricing:
     unknown = set(prices) - set(PRICE_FIELDS)
     if unknown or any(v < 0 for v in prices.values()):
         raise ValueError(f"pricing for {d['id']!r}: unknown fields {unknown} or negative price")
-    quant = d.get("quantization", "fp4")
-    if quant not in QUANTIZATIONS:
+    quant = d.get("quantization")
+    if quant is not None and quant not in QUANTIZATIONS:
         raise ValueError(f"quantization {quant!r} for {d['id']!r} not one of {QUANTIZATIONS}")
     known = {
         "id", "usd_per_m", "context_length", "max_completion_tokens", "upstream_model", "name",
         "description", "hugging_face_id", "quantization", "created", "supported_features",
-        "supported_sampling_parameters",
+        "supported_sampling_parameters", "capacity",
     }  # fmt: skip
+    capacity = d.get("capacity") or {}
+    if not isinstance(capacity, dict) or any(
+        k not in CAPACITY_FIELDS or not _positive_int(v) for k, v in capacity.items()
+    ):
+        raise ValueError(
+            f"capacity for {d['id']!r} is {capacity!r}; expected positive integers for any of "
+            f"{sorted(CAPACITY_FIELDS)}"
+        )
     return ModelPricing(
         id=d["id"],
         usd_per_m=prices,
@@ -112,8 +125,13 @@ def model_from_dict(d: dict[str, Any], created_default: int) -> ModelPricing:
         supported_sampling_parameters=tuple(
             d.get("supported_sampling_parameters", SAMPLING_PARAMETERS)
         ),
+        capacity=dict(capacity),
         extra={k: v for k, v in d.items() if k not in known},
     )
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 def load_pricing(path: str | Path) -> dict[str, ModelPricing]:

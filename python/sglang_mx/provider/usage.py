@@ -1,4 +1,5 @@
-"""Turn an upstream usage object into the billed OpenRouter usage (cached tokens, cost)."""
+"""Turn an upstream usage object into the billed OpenRouter usage: cached and cache-written
+prompt tokens, cost, and cost_details (the billed parts, which sum to cost)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,29 @@ class TokenCounts:
         )
 
     def billed(self, model: ModelPricing) -> dict[str, Any]:
+        cached = max(0, min(self.cached, self.prompt))
+        parts = model.cost_parts(self.prompt, self.completion, self.cached)
+        prompt_side = parts["prompt"] + parts["cached"]
         return {
             "prompt_tokens": self.prompt,
             "completion_tokens": self.completion,
             "total_tokens": self.prompt + self.completion,
-            "prompt_tokens_details": {"cached_tokens": self.cached},
+            # SGLang's radix cache stores every prompt token it computed: those are the writes.
+            "prompt_tokens_details": {
+                "cached_tokens": cached,
+                "cache_write_tokens": self.prompt - cached,
+            },
             "completion_tokens_details": {"reasoning_tokens": self.reasoning},
-            "cost": self.cost(model),
+            "cost": float(sum(parts.values())),
+            "cost_details": {
+                "upstream_inference_cost": float(sum(parts.values())),
+                "upstream_inference_prompt_cost": float(prompt_side),
+                "upstream_inference_completions_cost": float(parts["completion"]),
+                "prompt_cost": float(parts["prompt"]),
+                "cached_prompt_cost": float(parts["cached"]),
+                "completion_cost": float(parts["completion"]),
+                "request_cost": float(parts["request"]),
+            },
         }
 
     def cost(self, model: ModelPricing) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_mx.provider import jsonio
+from sglang_mx.provider import jsonio, openai_fields
 from sglang_mx.provider.errors import ProviderError, bad_request
 from sglang_mx.provider.pricing import ModelPricing
 
@@ -27,9 +27,7 @@ _SAMPLING: dict[str, tuple[tuple[type, ...], tuple[float, float] | None]] = {
     "seed": ((int,), None),
     "min_tokens": ((int,), (0, 1_000_000)),
     "ignore_eos": ((bool,), None),
-    "logprobs": ((bool,), None),
-    "top_logprobs": ((int,), (0, 20)),
-}
+}  # each route's own fields (`logprobs` differs by route): openai_fields.py
 _PASSTHROUGH = ("response_format", "tools", "tool_choice", "user")
 
 
@@ -180,6 +178,7 @@ def validate_chat(body: dict[str, Any], models: dict[str, ModelPricing]) -> Pars
         chars += _content_chars(content, f"messages[{i}]")
         clean.append(m)
     _check_prompt_size(model, chars)
+    openai_fields.apply_chat(body, out)
     out["messages"] = clean
     return ParsedRequest(model, out["stream"], out["max_tokens"], out)
 
@@ -198,5 +197,6 @@ def validate_completion(body: dict[str, Any], models: dict[str, ModelPricing]) -
             "`prompt` must be a non-empty string or list of token ids", "invalid_prompt"
         )
     _check_prompt_size(model, chars, exact_tokens=isinstance(prompt, list))
+    openai_fields.apply_completion(body, out)
     out["prompt"] = prompt
     return ParsedRequest(model, out["stream"], out["max_tokens"], out)

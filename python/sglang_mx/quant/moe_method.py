@@ -11,7 +11,7 @@ from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoeWeightScaleSupp
 from sglang.srt.layers.quantization.base_config import FusedMoEMethodBase
 from sglang.srt.utils import set_weight_attrs
 
-from sglang_mx.env import ENV
+from sglang_mx.moe_dispatch import moe_dispatch
 from sglang_mx.quant.scheme import MxScheme
 
 BLOCK = 32
@@ -26,8 +26,7 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
         self.prefix = prefix
         self.moe_runner_config = None
         self.prepared = None
-        backend = ENV.moe_backend
-        self.kernel_backend = "auto" if backend == "sglang" else backend
+        self.kernel_backend = moe_dispatch().kernel_backend or "auto"
 
     def create_weights(
         self,

@@ -22,12 +22,23 @@ __all__ = [
     "fused_moe_mxfp4",
     "grouped_sigmoid_topk",
     "prepare_reference_weights",
+    "resolve_backend",
     "softmax_topk",
 ]
 
 _ACT_QUANTS = ("none", "mxfp4")
 _BACKENDS = ("auto", "torch", "triton")
 _PATHS = ("auto", "dot_scaled", "unpack")
+
+
+def resolve_backend(backend: str, device_type: str) -> str:
+    """The implementation `fused_moe_mxfp4` runs: "auto" is the torch reference for CPU tensors
+    and the Triton kernels for GPU tensors; "torch" and "triton" are taken as given."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "torch" if device_type == "cpu" else "triton"
+    return backend
 
 
 def _validate(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, shared_output):
@@ -106,8 +117,7 @@ def fused_moe_mxfp4(
         raise ValueError(f"path must be one of {_PATHS}, got {path!r}")
     _validate(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, shared_output)
 
-    if backend == "auto":
-        backend = "torch" if hidden_states.device.type == "cpu" else "triton"
+    backend = resolve_backend(backend, hidden_states.device.type)
     if backend == "torch" or hidden_states.shape[0] == 0:
         return fused_moe_reference(
             hidden_states,

@@ -28,7 +28,7 @@ def write_pricing(
         "description": "bundled toy MoE",
         "context_length": context_length,
         "max_completion_tokens": max_completion_tokens,
-        "quantization": "fp4",
+        "quantization": "mxfp4",
         "usd_per_m": PRICES,
         "supported_features": ["json_mode"],
     }

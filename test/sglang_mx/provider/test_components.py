@@ -10,6 +10,7 @@ import pytest
 from sglang_mx.provider.errors import ProviderError
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
+from sglang_mx.provider.listing import document_legacy
 from sglang_mx.provider.pricing import floor_price_per_m, load_pricing
 from sglang_mx.provider.ratelimit import RateLimiter
 from sglang_mx.provider.validation import parse_json, validate_chat
@@ -30,7 +31,7 @@ def test_cost_prices_cached_tokens_at_cache_read(tmp_path: Path) -> None:
     assert m.cost(100, 7, 40) == pytest.approx(expected, rel=1e-12)
     # Cached tokens cannot exceed the prompt (a bad upstream report must not credit the user).
     assert m.cost(10, 0, 50) == pytest.approx(10 * 0.025e-6)
-    pricing = m.listing()["pricing"]
+    pricing = document_legacy(m)["pricing"]
     assert pricing["prompt"] == "0.00000025" and pricing["input_cache_read"] == "0.000000025"
     assert "e" not in pricing["completion"].lower()
 
@@ -73,7 +74,7 @@ def test_pricing_directory_and_bad_entries(tmp_path: Path) -> None:
                 "usd_per_m": {},
                 "context_length": 8,
                 "max_completion_tokens": 4,
-                "quantization": "mxfp4",
+                "quantization": "fp3",
             }
         )
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from openrouter_schema import check_legacy, check_usage, check_v24
 from provider_support import MODEL_ID, PRICES, provider_process, upstream_running, write_pricing
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
@@ -99,6 +100,9 @@ def _prompt(words: int = 60) -> str:
     return f"[{tag}] " + " ".join(f"The river {i} flows past the old mill." for i in range(words))
 
 
+PARTS = ("prompt_cost", "cached_prompt_cost", "completion_cost", "request_cost")
+
+
 def _expected_cost(prompt: int, completion: int, cached: int) -> float:
     return (
         (prompt - cached) * PRICES["prompt"]
@@ -108,29 +112,26 @@ def _expected_cost(prompt: int, completion: int, cached: int) -> float:
 
 
 def test_models_listing(live) -> None:
-    data = httpx.get(live["url"] + "/v1/models").json()["data"]
-    (m,) = data
-    for field in (
-        "id",
-        "name",
-        "created",
-        "description",
-        "context_length",
-        "max_completion_tokens",
-        "hugging_face_id",
-        "input_modalities",
-        "output_modalities",
-        "quantization",
-        "pricing",
-        "supported_sampling_parameters",
-        "supported_features",
-    ):
-        assert field in m, field
-    assert m["id"] == MODEL_ID and m["quantization"] == "fp4"
-    assert float(m["pricing"]["prompt"]) == pytest.approx(PRICES["prompt"] / 1e6)
-    assert float(m["pricing"]["input_cache_read"]) == pytest.approx(
+    # Default: OpenRouter's current provider format (schema 2.4).
+    (m,) = httpx.get(live["url"] + "/v1/models").json()["data"]
+    assert check_v24(m) == []
+    assert m["id"] == MODEL_ID and m["quantization"] == "mxfp4"
+    (text_in,) = m["input_modalities"]
+    prices = {p["type"]: p["cost_usd"] for p in text_in["pricing"]}
+    assert float(prices["prompt"]) == pytest.approx(PRICES["prompt"] / 1e6)
+    assert float(prices["cached_prompt"]) == pytest.approx(PRICES["input_cache_read"] / 1e6)
+    assert text_in["supported_inputs"]["max_context_length"]["value"] == live["ctx"]
+    one = httpx.get(live["url"] + "/v1/models/" + MODEL_ID).json()
+    assert one == m
+    # The flat legacy format, for integrations made before 2.4.
+    (flat,) = httpx.get(live["url"] + "/v1/models", params={"format": "legacy"}).json()["data"]
+    assert check_legacy(flat) == []
+    assert flat["quantization"] == "fp4" and flat["context_length"] == live["ctx"]
+    assert float(flat["pricing"]["input_cache_read"]) == pytest.approx(
         PRICES["input_cache_read"] / 1e6
     )
+    bad = httpx.get(live["url"] + "/v1/models", params={"format": "2.3"})
+    assert bad.status_code == 400 and "format" in bad.json()["error"]["message"]
 
 
 def test_chat_usage_cached_tokens_and_cost(live) -> None:
@@ -146,6 +147,10 @@ def test_chat_usage_cached_tokens_and_cost(live) -> None:
         assert u.cost == pytest.approx(
             _expected_cost(u.prompt_tokens, u.completion_tokens, cached), rel=1e-9
         )
+        raw = resp.usage.model_dump()
+        assert check_usage(raw) == []
+        assert raw["prompt_tokens_details"]["cache_write_tokens"] == u.prompt_tokens - cached
+        assert sum(raw["cost_details"][k] for k in PARTS) == pytest.approx(u.cost, rel=1e-9)
         row = Ledger(live["db"]).get(resp.id)
         assert (row.status, row.prompt_tokens, row.completion_tokens, row.cached_tokens) == (
             "ok",
@@ -192,6 +197,7 @@ def test_stream_sends_usage_last_then_done(live) -> None:
     assert events[-1] == "data: [DONE]"
     last = json.loads(events[-2][5:])
     assert last["choices"] == [] and last["usage"]["completion_tokens"] >= 1
+    assert check_usage(last["usage"]) == []
 
 
 def test_completions_non_stream(live) -> None:

@@ -29,11 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--static", action="append", choices=sorted(ARCHS), required=True)
     p.add_argument("--op", action="append", choices=sorted(ATTN_OPS))
     p.add_argument("--jobs", type=int, default=None)
+    p.add_argument(
+        "--also-triton",
+        action="append",
+        type=Path,
+        default=None,
+        help="picks must also pass under the Triton in this dir (default .triton/3.6.0)",
+    )
     args = p.parse_args(argv)
     for arch in args.static:
         for op in args.op or list(ATTN_OPS):
             t0 = time.time()
-            table = attention_table(op, arch, jobs=args.jobs)
+            default = REPO / ".triton" / "3.6.0"
+            also = args.also_triton if args.also_triton is not None else (
+                [default] if default.exists() else [])  # fmt: skip
+            table = attention_table(op, arch, jobs=args.jobs, also=also)
             path = CONFIG_DIR / op / f"{arch}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(table, indent=2) + "\n")

@@ -161,6 +161,13 @@ def tune(args) -> None:
         print(f"installed {target}")
 
 
+def _also(args) -> list[Path]:
+    if args.also_triton is not None:
+        return args.also_triton
+    default = REPO / ".triton" / "3.6.0"
+    return [default] if default.exists() else []
+
+
 def _progress(n, total, case, rec) -> None:
     if n % 25 == 0 or n == total:
         print(f"  compiled {n}/{total} ({case.arch})", file=sys.stderr, flush=True)
@@ -187,6 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         help="write a static table for ARCH (repeatable)",
     )
     parser.add_argument("--jobs", type=int, default=None, help="compile processes for --static")
+    parser.add_argument(
+        "--also-triton",
+        action="append",
+        type=Path,
+        default=None,
+        help="--static picks must also pass the gate under the Triton installed in this dir "
+        "(default: .triton/3.6.0 if present; `make compile-check TRITON=3.6.0` installs it)",
+    )
     parser.add_argument("--quick", action="store_true", help="few shapes/buckets/candidates")
     parser.add_argument("--out", default=str(REPO / "benchmark" / "results"))
     parser.add_argument(
@@ -200,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for arch in args.static:
             t0 = time.time()
-            table = moe_table(arch, jobs=args.jobs, progress=_progress)
+            table = moe_table(arch, jobs=args.jobs, progress=_progress, also=_also(args))
             path = CONFIG_DIR / f"{arch}.json"
             path.write_text(dump_table(table))
             print(f"wrote {path} ({time.time() - t0:.0f}s)")

@@ -5,7 +5,7 @@ File layout (one per op and arch id):
     {
       "_meta": {"source": "measured" | "static", "how": "...", "date": "...", "hardware": "..."},
       "<shape key>": {"M_LEQ_16": {...}, "M_LEQ_64": {...}, ..., "any": {...}},
-      "DEFAULT": {"M_LEQ_16": {...}, "any": {...}}
+      "DEFAULT": {"M_LEQ_16": {...}, "any": {...}}     (or one per variant, e.g. DEFAULT_a4)
     }
 
 "static" tables are chosen from compiler data (scripts/tune_moe.py --static, no GPU), "measured"
@@ -61,13 +61,15 @@ def get_config(
     m: int,
     shape_key: str,
     heuristic: Callable[[int], dict[str, Any]],
+    default_key: str = "DEFAULT",
 ) -> tuple[dict[str, Any], bool]:
-    """Resolve a launch config for `op` on `arch` at `m` tokens for one weight shape."""
-    return _get_config_cached(op, arch, m, shape_key, heuristic)
+    """Resolve a launch config for `op` on `arch` at `m` tokens for one weight shape; a shape
+    the table does not name gets its `default_key` entry (an op may keep one per variant)."""
+    return _get_config_cached(op, arch, m, shape_key, heuristic, default_key)
 
 
 @functools.lru_cache(maxsize=4096)
-def _get_config_cached(op, arch, m, shape_key, heuristic):
+def _get_config_cached(op, arch, m, shape_key, heuristic, default_key):
     table = load_table(op, arch)
     if table is not None:
         measured = table.get("_meta", {}).get("source") == "measured"
@@ -75,8 +77,8 @@ def _get_config_cached(op, arch, m, shape_key, heuristic):
             cfg = pick_bucket(table[shape_key], m)
             if cfg is not None:
                 return cfg, measured
-        if "DEFAULT" in table:
-            cfg = pick_bucket(table["DEFAULT"], m)
+        if default_key in table:
+            cfg = pick_bucket(table[default_key], m)
             if cfg is not None:
                 return cfg, False
     return heuristic(m), False

@@ -192,7 +192,10 @@ def test_the_ceiling_is_an_estimate_from_the_loop():
     arch = ARCHS["sm90"]
     expected = 4096 / (4 * 100 / arch["issue_per_unit_per_cycle"]) * arch["units"]
     assert c["tb_s"] == pytest.approx(expected * arch["clock_ghz"] * 1e9 / 1e12, rel=0.01)
-    assert static_ceiling(case, {"isa": {"main_loop": None}}) is None
+    # No loop: the whole kernel is one iteration; nothing streamed: no ceiling.
+    whole = static_ceiling(case, {"isa": {"main_loop": None, "instructions": 100}})
+    assert whole == c
+    assert static_ceiling(_planted("sm90")["spill"], rec) is None
 
 
 TTGIR = "\n".join(

@@ -26,7 +26,7 @@ def test_tables_are_valid_and_say_where_they_come_from(arch):
     # Static tables say they are not measured, how they were chosen, and under which Triton.
     assert all(word in meta["how"] for word in ("not measured", "compile gate", "ceiling"))
     assert meta["triton"] and meta["hardware"].startswith("none")
-    assert "DEFAULT" in table
+    assert "DEFAULT_a16" in table and "DEFAULT_a4" in table
     for key, buckets in table.items():
         if key == "_meta":
             continue
@@ -72,8 +72,11 @@ def test_resolver_buckets_and_fallbacks():
     assert cfg == table[key]["M_LEQ_4"] and tuned is False  # derived, so never "tuned"
     cfg, _ = get_config(OP, "gfx950", 10**6, key, heuristic_config)
     assert cfg == table[key]["any"]
-    cfg, _ = get_config(OP, "gfx950", 8, "E7_H64_I32_a16", heuristic_config)
-    assert cfg == table["DEFAULT"]["M_LEQ_16"]
+    cfg, _ = get_config(OP, "gfx950", 8, "E7_H64_I32_a16", heuristic_config, "DEFAULT_a16")
+    assert cfg == table["DEFAULT_a16"]["M_LEQ_16"]
+    # resolve_config sends an unknown shape to its activation format's default.
+    cfg, tuned = resolve_config("gfx950", 200, 7, 64, 32, "mxfp4")
+    assert cfg == table["DEFAULT_a4"]["M_LEQ_256"] and tuned is False
     cfg, tuned = get_config(OP, "gfx1100", 8, key, heuristic_config)  # no table for this arch
     assert cfg == heuristic_config(8) and tuned is False
     # On CPU the interpreter gets big tiles whatever the shape.
@@ -83,7 +86,7 @@ def test_resolver_buckets_and_fallbacks():
 
 @pytest.mark.parametrize("arch", ["gfx950", "gfx942"])
 def test_a_table_config_launches_in_the_interpreter(arch):
-    cfg = _load(arch)["DEFAULT"]["M_LEQ_16"]
+    cfg = _load(arch)["DEFAULT_a16"]["M_LEQ_16"]
     inputs = random_moe_inputs(5, 4, 256, 128, 2, dtype=torch.bfloat16, seed=1)
     out = fused_moe_mxfp4(*inputs, backend="triton", path="unpack", config=cfg)
     ref = fused_moe_mxfp4(*inputs, backend="torch")

@@ -10,6 +10,8 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import re
+import sys
 import tempfile
 import time
 import traceback
@@ -25,10 +27,17 @@ from sgl_kernel_rocm.compile_check.cases import PKG, Case
 _SHARED_SOURCES = ("_mx_triton.py", "compile_check/isa.py", "compile_check/build.py")
 
 
-def triton_version() -> str:
-    import triton
+def triton_version(triton_dir: Path | None = None) -> str:
+    """Version of the Triton in use, or of the one installed under `triton_dir` (pip --target)."""
+    if triton_dir is None:
+        import triton
 
-    return triton.__version__
+        return triton.__version__
+    text = (Path(triton_dir) / "triton" / "__init__.py").read_text()
+    m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+    if not m:
+        raise RuntimeError(f"{triton_dir}: no triton/__init__.py with a __version__")
+    return m.group(1)
 
 
 def default_cache_dir() -> Path:
@@ -49,9 +58,9 @@ def source_files(case: Case) -> list[Path]:
     return [_module_file(case.module)] + [PKG / p for p in _SHARED_SOURCES]
 
 
-def cache_key(case: Case) -> str:
+def cache_key(case: Case, version: str) -> str:
     h = hashlib.sha256()
-    h.update(triton_version().encode())
+    h.update(version.encode())
     h.update(case.key.encode())
     h.update(json.dumps([case.pointers, case.ints, case.constexprs], default=str).encode())
     for path in source_files(case):
@@ -165,10 +174,12 @@ def _inspect(case: Case, kernel) -> dict[str, Any]:
     return out
 
 
-def _init_worker() -> None:
+def _init_worker(triton_dir: str | None) -> None:
     # Real compiles need real @triton.jit functions: a test session sets TRITON_INTERPRET=1,
     # so workers are fresh (spawned) interpreters that import the kernels with it off.
     os.environ["TRITON_INTERPRET"] = "0"
+    if triton_dir:  # another Triton for this matrix: first on the path, before any import
+        sys.path.insert(0, triton_dir)
 
 
 def _worker(case: Case) -> dict[str, Any]:
@@ -176,15 +187,21 @@ def _worker(case: Case) -> dict[str, Any]:
 
 
 def run_matrix(
-    cases: list[Case], jobs: int | None = None, cache_dir: Path | None = None, progress=None
+    cases: list[Case],
+    jobs: int | None = None,
+    cache_dir: Path | None = None,
+    progress=None,
+    triton_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Results in the order of `cases`; cached results are reused, new ones cached."""
-    cache = (cache_dir or default_cache_dir()) / triton_version()
+    """Results in the order of `cases`; cached results are reused, new ones cached. With
+    `triton_dir` the workers compile with the Triton installed there instead of ours."""
+    version = triton_version(triton_dir)
+    cache = (cache_dir or default_cache_dir()) / version
     cache.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any] | None] = [None] * len(cases)
     todo = []
     for i, case in enumerate(cases):
-        path = cache / f"{cache_key(case)}.json"
+        path = cache / f"{cache_key(case, version)}.json"
         if path.exists():
             results[i] = json.loads(path.read_text()) | {"cached": True}
         else:
@@ -195,7 +212,10 @@ def run_matrix(
         todo.sort(key=lambda t: -_weight(t[1]))
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            max_workers=jobs, mp_context=ctx, initializer=_init_worker
+            max_workers=jobs,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(str(Path(triton_dir).resolve()) if triton_dir else None,),
         ) as pool:
             futures = [(i, path, pool.submit(_worker, case)) for i, case, path in todo]
             for n, (i, path, fut) in enumerate(futures, 1):

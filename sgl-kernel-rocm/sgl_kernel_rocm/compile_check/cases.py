@@ -9,6 +9,7 @@ gate and the ceiling need (the stream the main loop reads and its bytes per iter
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ class Case:
     num_stages: int
     stream: str  # the `# stream:` marker of the main loop's big load ("weights", "kv")
     stream_bytes_per_iter: int  # bytes of that stream one program loads per loop iteration
-    expect: tuple[str, ...] = field(default=())  # ISA facts the gate demands (see gate.py)
+    # What the gate demands beyond building cleanly (gate.py): "wide_stream" (16-byte loads of
+    # the stream), "whole_warps" (no warp repeats another's tile), "mfma_scale", "cvt_scalef32".
+    expect: tuple[str, ...] = field(default=())
 
     @property
     def key(self) -> str:
@@ -69,7 +72,7 @@ def _table_configs(op: str, arch: str, heuristic, shape_keys=None) -> list[tuple
         return [("heuristic", heuristic(m)) for m in (1, 16, 64, 512, 4096)]
     out = []
     for key, buckets in table.items():
-        if key == "_meta" or (shape_keys is not None and key not in shape_keys | {"DEFAULT"}):
+        if key == "_meta" or (shape_keys is not None and key not in shape_keys):
             continue
         out.extend((key, dict(cfg)) for cfg in buckets.values())
     return out
@@ -81,17 +84,27 @@ _MOE_DEFAULT_SHAPE = (128, 4096, 1536)  # a shape no table names: what DEFAULT s
 
 
 def _moe_shape(key: str) -> tuple[int, int, int]:
-    if key in ("DEFAULT", "heuristic"):
+    if key.startswith("DEFAULT") or key == "heuristic":
         return _MOE_DEFAULT_SHAPE
     e, h, i = key.split("_")[:3]
     return int(e[1:]), int(h[1:]), int(i[1:])
 
 
-def moe_cases(arch: str) -> list[Case]:
+def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
+    """Cases of the arch's shipped MoE table, or of `table` (a candidate table) when given."""
     from sgl_kernel_rocm.moe.config import OP, heuristic_config
 
+    if table is None:
+        pairs = _table_configs(OP, arch, heuristic_config)
+    else:
+        pairs = [(k, dict(c)) for k, b in table.items() if k != "_meta" for c in b.values()]
     out = []
-    for key, cfg in _table_configs(OP, arch, heuristic_config):
+    seen = set()
+    for key, cfg in pairs:
+        sig = (key, json.dumps(cfg, sort_keys=True))
+        if sig in seen:
+            continue
+        seen.add(sig)
         experts, hidden, inter = _moe_shape(key)
         acts = ("mxfp4",) if key.endswith("_a4") else ("none",) if key.endswith("_a16") else (
             "none", "mxfp4")  # fmt: skip
@@ -115,90 +128,60 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
         "DOT_DTYPE": "tl.bfloat16",
         "MANUAL_BF16_RNE": False,
     }
-    expect = ["wide_stream"]
+    expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
         expect.append("mfma_scale" if a4 else "cvt_scalef32")
     label = f"{'w4a4' if a4 else 'w4a16'}:{path}@{key}"
-    slots = 4096  # T x top_k of a mid-size batch; runtime value, never 16-specialized below
-    common_ptrs = [("w_ptr", "*u8"), ("ws_ptr", "*u8"), ("sorted_ids_ptr", "*i32"),
-                   ("block_expert_ptr", "*i32"), ("num_padded_ptr", "*i32")]  # fmt: skip
+    slots = 4096 + 3  # T x top_k of a mid-size batch; a runtime value, never 16-specialized
+    routing = [
+        ("sorted_ids_ptr", "*i32"),
+        ("block_expert_ptr", "*i32"),
+        ("num_padded_ptr", "*i32"),
+    ]
+    base = {
+        "module": "sgl_kernel_rocm.moe._kernels",
+        "arch": arch,
+        "label": label,
+        "floats": (),
+        "num_warps": cfg["num_warps"],
+        "num_stages": cfg["num_stages"],
+        "stream": "weights",
+        "expect": tuple(expect),
+    }
+
+    def gemm(prefix: str, rows: int, k: int) -> tuple[list, tuple]:
+        """Pointers and ints of one MX GEMM: activations (plain, packed, scales) with K
+        columns, and `rows` weight rows of K per expert."""
+        ptrs = [(f"{prefix}_ptr", "*bf16"), (f"{prefix}q_ptr", "*u8"), (f"{prefix}s_ptr", "*u8"),
+                ("w_ptr", "*u8"), ("ws_ptr", "*u8")]  # fmt: skip
+        ints = ((f"stride_{prefix}", k), (f"stride_{prefix}q", k // 2),
+                (f"stride_{prefix}s", k // 32), ("stride_we", rows * k // 2),
+                ("stride_wn", k // 2), ("stride_wse", rows * k // 32),
+                ("stride_wsn", k // 32))  # fmt: skip
+        return ptrs, ints
+
+    ptrs, ints = gemm("x", 2 * inter, hidden)
     gate = Case(
         kernel="moe.gate_up",
-        module="sgl_kernel_rocm.moe._kernels",
         fn="gate_up_swiglu_kernel",
-        arch=arch,
-        label=label,
-        pointers=tuple(
-            [
-                ("x_ptr", "*bf16"),
-                ("xq_ptr", "*u8"),
-                ("xs_ptr", "*u8"),
-                ("out_ptr", "*bf16"),
-                ("outq_ptr", "*u8"),
-                ("outs_ptr", "*u8"),
-            ]
-            + common_ptrs
-        ),  # fmt: skip
-        ints=(
-            ("n_slots", slots + 3),
-            ("top_k", 8),
-            ("H", hidden),
-            ("INTER", inter),
-            ("stride_x", hidden),
-            ("stride_xq", hidden // 2),
-            ("stride_xs", hidden // 32),
-            ("stride_we", 2 * inter * hidden // 2),
-            ("stride_wn", hidden // 2),
-            ("stride_wse", 2 * inter * hidden // 32),
-            ("stride_wsn", hidden // 32),
-            ("stride_out", inter),
-            ("stride_outq", inter // 2),
-            ("stride_outs", inter // 32),
-        ),  # fmt: skip
-        floats=(),
+        pointers=tuple(ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")]
+                       + routing),  # fmt: skip
+        ints=(("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter), *ints,
+              ("stride_out", inter), ("stride_outq", inter // 2),
+              ("stride_outs", inter // 32)),  # fmt: skip
         constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
-        num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"],
-        stream="weights",
         stream_bytes_per_iter=2 * (bn * bk // 2 + bn * bk // 32),
-        expect=tuple(expect),
+        **base,
     )
+    ptrs, ints = gemm("a", hidden, inter)
     down = Case(
         kernel="moe.down",
-        module="sgl_kernel_rocm.moe._kernels",
         fn="down_kernel",
-        arch=arch,
-        label=label,
-        pointers=tuple(
-            [
-                ("a_ptr", "*bf16"),
-                ("aq_ptr", "*u8"),
-                ("as_ptr", "*u8"),
-                ("topk_w_ptr", "*fp32"),
-                ("out_ptr", "*bf16"),
-            ]
-            + common_ptrs
-        ),  # fmt: skip
-        ints=(
-            ("n_slots", slots + 3),
-            ("H", hidden),
-            ("INTER", inter),
-            ("stride_a", inter),
-            ("stride_aq", inter // 2),
-            ("stride_as", inter // 32),
-            ("stride_we", hidden * inter // 2),
-            ("stride_wn", inter // 2),
-            ("stride_wse", hidden * inter // 32),
-            ("stride_wsn", inter // 32),
-            ("stride_out", hidden),
-        ),  # fmt: skip
-        floats=(),
+        pointers=tuple(ptrs + [("topk_w_ptr", "*fp32"), ("out_ptr", "*bf16")] + routing),
+        ints=(("n_slots", slots), ("H", hidden), ("INTER", inter), *ints, ("stride_out", hidden)),
         constexprs=tuple((ce | {"EVEN_K": inter % bk == 0}).items()),
-        num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"],
-        stream="weights",
         stream_bytes_per_iter=bn * bk // 2 + bn * bk // 32,
-        expect=tuple(expect),
+        **base,
     )
     return [gate, down]
 
@@ -486,16 +469,24 @@ FAMILIES = {
 }
 
 
+def dedupe(cases: Iterable[Case]) -> list[Case]:
+    """One case per distinct compile (kernel, arch, path, constexprs, specialization, launch)."""
+    seen: dict[str, Case] = {}
+    for case in cases:
+        sig = json.dumps(
+            [case.kernel, case.arch, case.label.split("@")[0], case.constexprs,
+             case.specialization(), case.num_warps, case.num_stages],
+            default=str,
+        )  # fmt: skip
+        seen.setdefault(sig, case)
+    return list(seen.values())
+
+
 def all_cases(archs=None, families=None) -> list[Case]:
     """The deduplicated matrix, in a stable order."""
-    seen: dict[str, Case] = {}
+    out = []
     for arch in archs or list(ARCHS):
         for name, make in FAMILIES.items():
-            if families and name not in families:
-                continue
-            for case in make(arch):
-                sig = json.dumps([case.kernel, case.arch, case.label.split("@")[0], case.constexprs,
-                                  case.specialization(), case.num_warps, case.num_stages],
-                                 default=str)  # fmt: skip
-                seen.setdefault(sig, case)
-    return list(seen.values())
+            if not families or name in families:
+                out += make(arch)
+    return dedupe(out)

@@ -21,9 +21,12 @@ from sgl_kernel_rocm.compile_check.cases import Case
 
 def static_ceiling(case: Case, rec: dict[str, Any]) -> dict[str, float] | None:
     """{"tb_s": ceiling, "hbm_tb_s": peak, "ratio": ceiling / peak}, or None when the case
-    streams nothing or the compiled kernel has no main loop."""
-    loop = (rec.get("isa") or {}).get("main_loop")
-    if not case.stream_bytes_per_iter or not loop or not loop["instructions"]:
+    streams nothing."""
+    facts = rec.get("isa") or {}
+    # A kernel without a loop (one tile per program, e.g. the DSA indexer) streams its bytes
+    # once: its whole instruction stream is the "iteration".
+    loop = facts.get("main_loop") or {"instructions": facts.get("instructions", 0)}
+    if not case.stream_bytes_per_iter or not loop["instructions"]:
         return None
     arch = ARCHS[case.arch]
     warps = case.num_warps

@@ -52,6 +52,9 @@ def _isa(row) -> str:
         bits.append(f"buffer_loads {f.get('buffer_loads', 0)}")
     else:
         bits = [f"mma {f.get('mma', 0)} {'/'.join(f.get('mma_kinds', []))}".strip()]
+    rep = row["result"].get("warp_redundancy", 1.0)
+    if rep > 1.05:
+        bits.append(f"warps repeat tile x{rep:.0f}")
     return ", ".join(bits)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from sgl_kernel_rocm.compile_check import cases as C
@@ -108,12 +109,41 @@ def _name(cfg: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(cfg.items()))
 
 
-def moe_table(arch: str, jobs: int | None = None, progress=None) -> dict[str, Any]:
+def moe_table(
+    arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
+) -> dict[str, Any]:
+    """The arch's table; every pick also passes the gate under the Triton(s) in `also`
+    (pip --target dirs), or it is dropped and the bucket picks again."""
     cands = moe_candidates(arch)
     scores = {}
     for act in ("none", "mxfp4"):
         groups = {_name(c): moe_cases_for(arch, c, act) for c in cands}
         scores[act] = evaluate(groups, jobs, progress)
+    for _ in range(12):
+        table = _moe_build(arch, cands, scores)
+        failed = _failing_elsewhere(C.dedupe(C.moe_cases(arch, table)), also, jobs)
+        if not failed:
+            table["_meta"] = meta(arch, "moe", also)
+            return table
+        for case in failed:  # drop (path, tile) from the activation formats it failed for
+            acts = ("mxfp4",) if case.label.startswith("w4a4") else ("none",)
+            name = _name(case.config())
+            for act in acts:
+                scores[act][name] = (False, 0.0, [f"fails under another Triton: {case.key}"])
+    raise RuntimeError(f"{arch}: picks keep failing under {list(also)}")
+
+
+def _failing_elsewhere(cases: list[C.Case], also: Iterable[Path], jobs) -> list[C.Case]:
+    bad = []
+    for triton_dir in also:
+        for case, rec in zip(cases, run_matrix(cases, jobs=jobs, triton_dir=triton_dir),
+                             strict=True):  # fmt: skip
+            if violations(case, rec):
+                bad.append(case)
+    return bad
+
+
+def _moe_build(arch: str, cands: list[dict], scores: dict) -> dict[str, Any]:
     units = ARCHS[arch]["units"]
 
     def bucket(m: int, shape, act: str) -> dict:
@@ -144,14 +174,10 @@ def moe_table(arch: str, jobs: int | None = None, progress=None) -> dict[str, An
             key = _moe_key(shape, act)
             table[key] = {f"M_LEQ_{m}": bucket(m, shape, act) for m in MOE_BUCKETS}
             table[key]["any"] = bucket(16384, shape, act)
-    # DEFAULT serves unknown shapes of either activation format: a config both accept.
-    both = {}
-    for n, a in scores["none"].items():
-        b = scores["mxfp4"][n]
-        both[n] = (a[0] and b[0], min(a[1], b[1]), a[2] + b[2])
-    scores["both"] = both
-    table["DEFAULT"] = {f"M_LEQ_{m}": bucket(m, DEFAULT_LAYOUT, "both") for m in (16, 256)}
-    table["DEFAULT"]["any"] = bucket(16384, DEFAULT_LAYOUT, "both")
+    # Unknown shapes: one default per activation format (moe/config.py resolve_config).
+    for act, key in (("none", "DEFAULT_a16"), ("mxfp4", "DEFAULT_a4")):
+        table[key] = {f"M_LEQ_{m}": bucket(m, DEFAULT_LAYOUT, act) for m in (16, 256)}
+        table[key]["any"] = bucket(16384, DEFAULT_LAYOUT, act)
     return table
 
 
@@ -161,7 +187,7 @@ def _moe_key(shape, act) -> str:
     return shape_key(*shape, act)
 
 
-def meta(arch: str, what: str) -> dict[str, str]:
+def meta(arch: str, what: str, also: Iterable[Path] = ()) -> dict[str, Any]:
     return {
         "source": "static",
         "how": f"scripts/tune_{what}.py --static: not measured; chosen from compiler data "
@@ -169,6 +195,7 @@ def meta(arch: str, what: str) -> dict[str, str]:
         "gate (no spills, LDS/SMEM in budget, required instructions, 16-byte weight loads), "
         "the best static issue-bound ceiling x grid fill of the chip's CUs/SMs",
         "triton": triton_version(),
+        "also_passes_under_triton": [triton_version(Path(d)) for d in also],
         "date": datetime.date.today().isoformat(),
         "hardware": "none (compiled only; no GPU ran these)",
     }
@@ -231,15 +258,21 @@ def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
     return uniq
 
 
-def attention_table(op: str, arch: str, jobs: int | None = None, progress=None) -> dict:
+def attention_table(
+    op: str, arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
+) -> dict:
     cands = attention_candidates()
     groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
     scores = evaluate(groups, jobs, progress)
-    cfg = pick(arch, cands, scores, lambda c: 1.0)
-    if cfg is None:
-        raise RuntimeError(f"{op} on {arch}: no candidate passes the gate")
+    for _ in range(len(cands)):
+        cfg = pick(arch, cands, scores, lambda c: 1.0)
+        if cfg is None:
+            raise RuntimeError(f"{op} on {arch}: no candidate passes the gate")
+        if not _failing_elsewhere(groups[_name(cfg)], also, jobs):
+            break
+        scores[_name(cfg)] = (False, 0.0, ["fails under another Triton"])
     units = ARCHS[arch]["units"]
-    table: dict[str, Any] = {"_meta": meta(arch, "attention")}
+    table: dict[str, Any] = {"_meta": meta(arch, "attention", also)}
     table["DEFAULT"] = {
         bucket: cfg
         | {

@@ -22,18 +22,16 @@ def dequant_tile(packed, scales, ROWS: tl.constexpr, COLS: tl.constexpr):
     lo = packed & 0xF
     hi = (packed >> 4) & 0xF
     codes = tl.reshape(tl.join(lo, hi), (ROWS, COLS)).to(tl.int32)
-    exp = (codes >> 1) & 3
-    man = (codes & 1).to(tl.float32)
-    # E2M1: exponent field 0 is subnormal (0 or 0.5), else 2**(e-1) * (1 + m/2).
-    mag = tl.where(
-        exp == 0, man * 0.5, (1.0 + man * 0.5) * (1 << tl.maximum(exp - 1, 0)).to(tl.float32)
-    )
-    val = tl.where((codes & 8) != 0, -mag, mag)
+    # E2M1 straight to fp32 bits (few live temporaries: this runs on every weight): exponent
+    # field e = 0 is 0 or 0.5 (0x3F000000), else 2**(e-1) * (1 + m/2) = bits (e+126, m); sign 3->31.
+    e = (codes >> 1) & 3
+    m = codes & 1
+    bits = tl.where(e == 0, m * 0x3F000000, ((e + 126) << 23) | (m << 22)) | ((codes & 8) << 28)
     s = scales.to(tl.int32)
     scale = tl.where(s == 0, 2.0**-127, (s << 23).to(tl.float32, bitcast=True))
     scale = tl.where(s == 255, float("nan"), scale)
-    val = tl.reshape(val, (ROWS, COLS // 32, 32)) * scale[:, :, None]
-    return tl.reshape(val, (ROWS, COLS))
+    val = tl.reshape(bits.to(tl.float32, bitcast=True), (ROWS, COLS // 32, 32))
+    return tl.reshape(val * scale[:, :, None], (ROWS, COLS))
 
 
 @triton.jit

@@ -46,7 +46,10 @@ def resolve_config(
     if arch == "cpu" or os.environ.get("TRITON_INTERPRET") == "1":
         return interpreter_config(m), False
     key = shape_key(num_experts, hidden, inter, act_quant)
-    return get_config(OP, arch, m, key, heuristic_config)
+    # W4A16 and W4A4 keep separate defaults: a tile that builds cleanly for one may not for the
+    # other (the compile gate checks both).
+    default = "DEFAULT_a4" if act_quant == "mxfp4" else "DEFAULT_a16"
+    return get_config(OP, arch, m, key, heuristic_config, default_key=default)
 
 
 def choose_path(arch: str, act_dtype_is_fp32: bool) -> str:

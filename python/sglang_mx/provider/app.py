@@ -33,6 +33,7 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
             log.warning(
                 "finalized %d ledger rows left pending by a previous run", provider.recovered
             )
+        await provider.guard.refresh()  # learn the upstream's vocabulary and context length
         yield
         await provider.close()
 
@@ -64,6 +65,7 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
 
     @app.get("/v1/models")
     async def models() -> dict:
+        provider.guard.refresh_soon(force=True)
         return {"object": "list", "data": [m.listing() for m in provider.models.values()]}
 
     @app.get("/v1/models/{model_id:path}")

@@ -1,0 +1,222 @@
+"""A hostile-request campaign against a supervised SGLang server: generated requests
+(`hostile.py`), every failure classified (worker death with the scheduler's exception, 5xx,
+traceback), the worker waited for while its supervisor restarts it, and each crasher shrunk to
+the fewest fields that still fail. Used by `make fuzz` (scripts/fuzz.py) and
+benchmark/guards.py; the test suite runs the bounded form directly (test_hostile_campaign.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hseed
+
+from sglang_mx.supervisor import RestartPolicy, Supervisor
+from sglang_mx.testing.hostile import (
+    SGLANG_ROUTES,
+    HostileRequest,
+    Outcome,
+    Target,
+    attack,
+    hostile_requests,
+)
+from sglang_mx.testing.server import free_port, server_command
+
+_EXC_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt)): (.*)$")
+
+
+@dataclass
+class Crash:
+    failure: str  # worker_death / http_5xx / traceback / no_answer
+    cause: str  # the server log's last exception line, for a death
+    request: HostileRequest
+    restart_s: float | None = None
+
+    @property
+    def crash_class(self) -> str:
+        # Numbers vary per request (ids, sizes); the class is the exception with them masked.
+        return re.sub(r"-?\d+", "N", f"{self.failure}: {self.cause}")[:200]
+
+
+@dataclass
+class CampaignResult:
+    tried: int = 0
+    deaths: int = 0
+    crashes: list[Crash] = field(default_factory=list)
+    restart_s: list[float] = field(default_factory=list)
+
+    @property
+    def classes(self) -> dict[str, Crash]:
+        out: dict[str, Crash] = {}
+        for c in self.crashes:
+            out.setdefault(c.crash_class, c)
+        return out
+
+
+class SupervisedServer:
+    """An SGLang server under a Supervisor thread: restarted whenever it dies."""
+
+    def __init__(self, model_path: str, extra_args: list[str], env: dict[str, str]) -> None:
+        import os
+        import tempfile
+
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(tempfile.mkstemp(prefix=f"sglang-fuzz-{self.port}-", suffix=".log")[1])
+        cmd = server_command(model_path, self.port, extra_args)
+        child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
+        self._log = self.log_path.open("ab")
+        self.sup = Supervisor(
+            cmd,
+            RestartPolicy(backoff_s=0.5, max_backoff_s=2.0),
+            log=lambda m: self._log.write(f"[supervisor] {m}\n".encode()),
+            env=child_env,
+            stdout=self._log,
+        )
+        self._thread = threading.Thread(target=self.sup.run, daemon=True)
+        self._thread.start()
+
+    def wait_healthy(self, timeout: float = 300.0) -> float:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            try:
+                if httpx.get(self.base_url + "/health_generate", timeout=30).status_code == 200:
+                    return time.monotonic() - t0
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"server not healthy after {timeout:.0f}s; log {self.log_path}")
+
+    def last_exception(self, since: int) -> str:
+        text = self.log_path.read_bytes()[since:].decode(errors="replace")
+        found = [m.group(0) for line in text.splitlines() if (m := _EXC_LINE.match(line.strip()))]
+        return found[-1][:300] if found else "(no exception logged)"
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+    def close(self) -> None:
+        self.sup.stop()
+        self._thread.join(timeout=60)
+        self._log.close()
+
+
+def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:
+    """The request with one field (or one sampling_params field) removed, each."""
+    try:
+        body = json.loads(req.body)
+    except ValueError:
+        return []
+    if not isinstance(body, dict):
+        return []
+    out = []
+    for key in list(body):
+        if key in ("model", "messages", "prompt", "text", "input_ids") and len(body) > 1:
+            pass  # prompts may be the cause; still try without them
+        smaller = {k: v for k, v in body.items() if k != key}
+        out.append(HostileRequest(req.route, json.dumps(smaller), req.content_type))
+    sp = body.get("sampling_params")
+    if isinstance(sp, dict):
+        for key in list(sp):
+            smaller = {**body, "sampling_params": {k: v for k, v in sp.items() if k != key}}
+            out.append(HostileRequest(req.route, json.dumps(smaller), req.content_type))
+    return out
+
+
+class Campaign:
+    def __init__(self, server: SupervisedServer, target: Target, shrink_budget: int = 12) -> None:
+        self.server = server
+        self.target = target
+        self.shrink_budget = shrink_budget
+        self.result = CampaignResult()
+        self.client = httpx.Client(timeout=60)
+
+    def _try(self, req: HostileRequest) -> tuple[Outcome, str, float | None]:
+        mark = self.server.log_size()
+        out = attack(self.client, self.server.base_url, req, self.server.base_url)
+        cause, restart = "", None
+        if not out.healthy:
+            self.result.deaths += 1
+            time.sleep(1.0)  # let the dying scheduler's traceback reach the log
+            cause = self.server.last_exception(mark)
+            restart = self.server.wait_healthy()
+            self.result.restart_s.append(restart)
+        elif out.failed:
+            cause = out.text[:200]
+        return out, cause, restart
+
+    def _shrink(self, req: HostileRequest, failure: str) -> HostileRequest:
+        budget = self.shrink_budget
+        improved = True
+        while improved and budget > 0:
+            improved = False
+            for cand in _shrink_candidates(req):
+                if budget <= 0:
+                    break
+                budget -= 1
+                self.result.tried += 1
+                out, _, _ = self._try(cand)
+                if out.failure == failure:
+                    req, improved = cand, True
+                    break
+        return req
+
+    def one(self, req: HostileRequest, on_crash: Callable[[Crash], None] | None = None) -> None:
+        self.result.tried += 1
+        out, cause, restart = self._try(req)
+        if not out.failed:
+            return
+        crash = Crash(out.failure or "", cause, req, restart)
+        known = crash.crash_class in self.result.classes
+        if not known and self.shrink_budget:
+            crash.request = self._shrink(req, crash.failure)
+        self.result.crashes.append(crash)
+        if not known and on_crash is not None:
+            on_crash(crash)
+
+    def run(
+        self,
+        n: int,
+        seed: int,
+        routes: tuple[str, ...] = SGLANG_ROUTES,
+        on_crash: Callable[[Crash], None] | None = None,
+    ) -> CampaignResult:
+        @hseed(seed)
+        @settings(
+            max_examples=n,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(hostile_requests(routes, self.target))
+        def go(req):
+            self.one(req, on_crash)
+
+        go()
+        return self.result
+
+
+def save_regression(crash: Crash, out_dir: Path, model: str) -> Path:
+    """A replayable JSON case; the served model's name is a placeholder."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", crash.crash_class.lower()).strip("-")[:60]
+    req = crash.request
+    body = req.body.replace(json.dumps(model)[1:-1], "{{model}}")
+    case = {
+        "failure": crash.failure,
+        "cause": crash.cause,
+        "found": time.strftime("%Y-%m-%d"),
+        "request": HostileRequest(req.route, body, req.content_type).to_json(),
+    }
+    path = out_dir / f"{slug}.json"
+    path.write_text(json.dumps(case, indent=2, ensure_ascii=False) + "\n")
+    return path

@@ -29,12 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.campaign import Campaign, SupervisedServer, save_regression
+    from sglang_mx.testing.campaign import Campaign, save_regression
     from sglang_mx.testing.hostile import Target
+    from sglang_mx.testing.server import SupervisedServer
 
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    print(f"fuzz: seed {seed}, {args.minutes:g} min, guards "
-          f"{'off' if os.environ.get('SGLANG_MX_GUARDS') == '0' else 'on'}", flush=True)  # fmt: skip
+    guards = "off" if os.environ.get("SGLANG_MX_GUARDS") == "0" else "on"
+    print(f"fuzz: seed {seed}, {args.minutes:g} min, guards {guards}", flush=True)
     server = SupervisedServer(args.model_path or bundled_model_path("mxfp4"),
                               ["--enable-cache-report"], {})  # fmt: skip
     try:

@@ -4,6 +4,11 @@
   answers a JSON string or number sent to /v1/chat/completions with a 500 (its request model's
   `before` validator calls `.get` on it). A body whose first non-blank byte is not `{` gets a
   400 here instead. Only the first bytes are looked at, so it costs nothing per request.
+- The same middleware answers 400, not 500, when parsing the body into SGLang's request model
+  raises something other than a validation error: 0.5.23's `mode="before"` validators call
+  `.get` on whatever the client sent (`response_format: [..]` on /v1/chat/completions is an
+  AttributeError). Only exceptions raised inside FastAPI's body parsing, before any response
+  started, are turned into a 400; anything later is left to SGLang.
 - `validation_error_response`: FastAPI's `str(RequestValidationError)` carries the endpoint's
   source file and line, which SGLang's handler sends to the client; ours lists the failing
   fields and messages only.
@@ -87,7 +92,34 @@ class JsonObjectGuard:
                 return held.pop(0)
             return await receive()
 
-        await self.app(scope, replay, send)
+        started = False
+
+        async def send_tracked(message: dict) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, replay, send_tracked)
+        except Exception as e:
+            if started or not raised_while_parsing(e):
+                raise
+            msg = f"invalid request body: {type(e).__name__} while reading it: {str(e)[:200]}"
+            await _send_json(send, 400, error_json(400, msg, "body"))
+
+
+_PARSE_FRAMES = frozenset({"solve_dependencies", "request_body_to_args"})
+
+
+def raised_while_parsing(exc: BaseException) -> bool:
+    """True if the exception passed through FastAPI's request-body parsing."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in _PARSE_FRAMES and "fastapi" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def describe_validation_errors(errors: list[dict]) -> str:
@@ -102,17 +134,15 @@ def describe_validation_errors(errors: list[dict]) -> str:
 def scrubbed_validation_handler(original: Any) -> Any:
     """Wrap SGLang's RequestValidationError handler: same status and shape on its routes, the
     message built from the errors' locations and messages (no source paths)."""
-    from fastapi.responses import ORJSONResponse
+    from starlette.responses import Response
 
     async def handler(request: Any, exc: Any) -> Any:
         path = request.url.path
         if path.startswith(("/v1/messages", "/v1/systemone")):
             return await original(request, exc)  # their own scrubbed formats
-        message = describe_validation_errors(exc.errors())
+        body = error_json(400, describe_validation_errors(exc.errors()))
         if path.startswith("/v1/responses"):
-            content = {"error": orjson.loads(error_json(400, message))}
-        else:
-            content = orjson.loads(error_json(400, message))
-        return ORJSONResponse(status_code=400, content=content)
+            body = b'{"error":' + body + b"}"
+        return Response(body, status_code=400, media_type="application/json")
 
     return handler

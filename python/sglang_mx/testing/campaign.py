@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ import httpx
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
-from sglang_mx.supervisor import RestartPolicy, Supervisor
 from sglang_mx.testing.hostile import (
     SGLANG_ROUTES,
     HostileRequest,
@@ -28,9 +26,7 @@ from sglang_mx.testing.hostile import (
     attack,
     hostile_requests,
 )
-from sglang_mx.testing.server import free_port, server_command
-
-_EXC_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt)): (.*)$")
+from sglang_mx.testing.server import SupervisedServer
 
 
 @dataclass
@@ -59,54 +55,6 @@ class CampaignResult:
         for c in self.crashes:
             out.setdefault(c.crash_class, c)
         return out
-
-
-class SupervisedServer:
-    """An SGLang server under a Supervisor thread: restarted whenever it dies."""
-
-    def __init__(self, model_path: str, extra_args: list[str], env: dict[str, str]) -> None:
-        import os
-        import tempfile
-
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = Path(tempfile.mkstemp(prefix=f"sglang-fuzz-{self.port}-", suffix=".log")[1])
-        cmd = server_command(model_path, self.port, extra_args)
-        child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
-        self._log = self.log_path.open("ab")
-        self.sup = Supervisor(
-            cmd,
-            RestartPolicy(backoff_s=0.5, max_backoff_s=2.0),
-            log=lambda m: self._log.write(f"[supervisor] {m}\n".encode()),
-            env=child_env,
-            stdout=self._log,
-        )
-        self._thread = threading.Thread(target=self.sup.run, daemon=True)
-        self._thread.start()
-
-    def wait_healthy(self, timeout: float = 300.0) -> float:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            try:
-                if httpx.get(self.base_url + "/health_generate", timeout=30).status_code == 200:
-                    return time.monotonic() - t0
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        raise TimeoutError(f"server not healthy after {timeout:.0f}s; log {self.log_path}")
-
-    def last_exception(self, since: int) -> str:
-        text = self.log_path.read_bytes()[since:].decode(errors="replace")
-        found = [m.group(0) for line in text.splitlines() if (m := _EXC_LINE.match(line.strip()))]
-        return found[-1][:300] if found else "(no exception logged)"
-
-    def log_size(self) -> int:
-        return self.log_path.stat().st_size
-
-    def close(self) -> None:
-        self.sup.stop()
-        self._thread.join(timeout=60)
-        self._log.close()
 
 
 def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def found(crash) -> None:
             path = save_regression(crash, args.out, model)
-            print(f"fuzz: NEW {crash.crash_class}\n      -> {path.relative_to(ROOT)}", flush=True)
+            print(f"fuzz: NEW {crash.crash_class}\n      -> {path}", flush=True)
 
         deadline = time.monotonic() + args.minutes * 60
         rng = random.Random(seed)

@@ -131,6 +131,33 @@ def check_sampling_params(params: Any, limits: ModelLimits, prefix: str = "sampl
     check_int(f"{prefix}.beam_width", params.get("beam_width"), 1, MAX_PARALLEL_SAMPLES)
 
 
+# SessionParams(**session_params) is built after validation: an unknown key or a wrong type is
+# a TypeError there, a 500. Its fields and the types they take:
+_SESSION_FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,), "rid": (str,), "offset": (int,), "replace": (bool,),
+    "drop_previous_output": (bool,),
+}  # fmt: skip
+
+
+def check_session_params(params: Any, limits: ModelLimits) -> None:
+    if params is None:
+        return
+    if not isinstance(params, Mapping):
+        raise GuardViolation("session_params", "must be an object")
+    for key, value in params.items():
+        types = _SESSION_FIELDS.get(key)
+        if types is None:
+            known = ", ".join(_SESSION_FIELDS)
+            raise GuardViolation("session_params", f"has unknown key {str(key)[:40]!r} "
+                                 f"(known: {known})")  # fmt: skip
+        if value is None:
+            continue
+        if key == "offset":
+            check_int("session_params.offset", value, 0, limits.context_length)
+        elif not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise GuardViolation(f"session_params.{key}", f"must be a {types[0].__name__}")
+
+
 def check_generate(obj: Any, input_ids: Any, limits: ModelLimits) -> None:
     """One (already split) GenerateReqInput or EmbeddingReqInput and its prompt token ids."""
     vocab, ctx = limits.vocab_size, limits.context_length
@@ -148,6 +175,7 @@ def check_generate(obj: Any, input_ids: Any, limits: ModelLimits) -> None:
     token_ids_logprob = getattr(obj, "token_ids_logprob", None)
     if token_ids_logprob:
         check_token_ids("token_ids_logprob", token_ids_logprob, vocab)
+    check_session_params(getattr(obj, "session_params", None), limits)
     check_int("routed_experts_start_len", getattr(obj, "routed_experts_start_len", None), 0, ctx)
     check_int("max_thinking_tokens", getattr(obj, "max_thinking_tokens", None), 0, ctx)
     for name in ("priority", "bootstrap_room"):

@@ -67,6 +67,10 @@ REFUSED = [
     ("sampling_params", _req(sampling_params=[1, 2]), [1], "must be an object"),
     ("routed_experts_start_len", _req(routed_experts_start_len=10**9), [1], "outside [0, 8192]"),
     ("priority", _req(priority=2**70), [1], "outside"),
+    ("session_params", _req(session_params={"x": 1}), [1], "unknown key 'x'"),
+    ("session_params", _req(session_params=[1]), [1], "must be an object"),
+    ("session_params.offset", _req(session_params={"offset": 2**63}), [1], "outside [0, 8192]"),
+    ("session_params.id", _req(session_params={"id": 5}), [1], "must be a str"),
     ("bootstrap_room", _req(bootstrap_room=-(2**64)), [1], "outside"),
 ]  # fmt: skip
 
@@ -92,6 +96,7 @@ def test_refused_with_field_and_limit(field, req, ids, says):
         (_req(sampling_params=_sp(logit_bias={"0": -100, 2047: 100}, top_k=5000)), [1]),
         (_req(token_ids_logprob=[0, 2047], priority=-5, bootstrap_port=8998), [1]),
         (_req(sampling_params=None), [1]),
+        (_req(session_params={"id": "s", "rid": None, "offset": 3, "replace": True}), [1]),
     ],
 )
 def test_ordinary_requests_pass(req, ids):

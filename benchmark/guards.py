@@ -150,11 +150,22 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=2)
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--out", type=Path, default=RESULTS / "guards.json")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="re-time the guards only; update that section of --out")  # fmt: skip
     args = ap.parse_args()
 
     from sglang_mx.report import versions
 
     latency = guard_latency(args.iters)
+    if args.latency_only:
+        result = json.loads(args.out.read_text())
+        result["guard_latency"] = latency
+        result["meta"]["latency_date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        result["meta"]["latency_load_avg_1m"] = load_avg()
+        args.out.write_text(json.dumps(result, indent=2))
+        for name, v in latency.items():
+            print(f"{name:36s} p50 {v['p50_us']:8.1f} us  p99 {v['p99_us']:8.1f} us")
+        return 0
     runs = [campaign(args.cases, args.seed, guards) for guards in (False, True)]
     kills = restart_after_kill(args.kills)
     result = {

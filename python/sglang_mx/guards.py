@@ -55,12 +55,10 @@ def check_token_ids(field: str, ids: Any, vocab_size: int, *, allow_empty: bool 
         if allow_empty:
             return
         raise GuardViolation(field, "must not be empty: the prompt has no tokens")
-    try:
-        lo, hi = min(ids), max(ids)
-    except TypeError:
-        lo = hi = None
-    if not (_is_int(lo) and _is_int(hi)) or not all(_is_int(t) for t in ids):
+    # One C-level pass for the types (bool is not int here), two for the range: ~1 us per 100 ids.
+    if not set(map(type, ids)) <= {int}:
         raise GuardViolation(field, "must contain only integer token ids")
+    lo, hi = min(ids), max(ids)
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
         raise GuardViolation(

@@ -8,7 +8,7 @@ vocabulary holds is a failed top-k), taking the whole server with it. A violatio
 during request validation into a 400 whose message names the field and the limit.
 
 Pure functions over plain values; `patches.guard_request_validation` wires them into SGLang's
-tokenizer manager, and the provider (`provider/guards.py`) reuses `check_token_ids`.
+tokenizer manager; the provider (`provider/guards.py`) reuses the token-id checks.
 """
 
 from __future__ import annotations
@@ -50,12 +50,16 @@ def _is_int(value: Any) -> bool:
 def check_token_ids(field: str, ids: Any, vocab_size: int, *, allow_empty: bool = True) -> None:
     """Every element an integer token id in [0, vocab_size)."""
     if not isinstance(ids, (list, tuple, set, frozenset)):
-        raise GuardViolation(field, "must be a list of integer token ids")
+        # A multimodal processor may hand back an array or tensor; a client cannot.
+        try:
+            ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        except TypeError:
+            raise GuardViolation(field, "must be a list of integer token ids") from None
     if not ids:
         if allow_empty:
             return
         raise GuardViolation(field, "must not be empty: the prompt has no tokens")
-    # One C-level pass for the types (bool is not int here), two for the range: ~1 us per 100 ids.
+    # One C-level pass for the types (bool is not int here), two for the range.
     if not set(map(type, ids)) <= {int}:
         raise GuardViolation(field, "must contain only integer token ids")
     lo, hi = min(ids), max(ids)
@@ -164,12 +168,13 @@ def check_generate(obj: Any, input_ids: Any, limits: ModelLimits) -> None:
         # (SGLang refuses it only when no `text` came along).
         mm = getattr(obj, "contains_mm_input", None)
         check_token_ids("input_ids", input_ids, vocab, allow_empty=bool(mm and mm()))
-    n_prompt = len(input_ids) if isinstance(input_ids, (list, tuple)) else 0
+    # input_embeds requests carry no ids: then only the context bounds the start.
+    n_prompt = len(input_ids) if hasattr(input_ids, "__len__") else ctx
     check_sampling_params(getattr(obj, "sampling_params", None), limits)
     top = getattr(obj, "top_logprobs_num", None)
     check_int("top_logprobs_num", top, 0, vocab)
     start = getattr(obj, "logprob_start_len", None)
-    check_int("logprob_start_len", start, -1, max(n_prompt, 0))
+    check_int("logprob_start_len", start, -1, n_prompt)
     token_ids_logprob = getattr(obj, "token_ids_logprob", None)
     if token_ids_logprob:
         check_token_ids("token_ids_logprob", token_ids_logprob, vocab)

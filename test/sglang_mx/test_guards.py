@@ -4,6 +4,7 @@ ordinary requests pass untouched."""
 
 from __future__ import annotations
 
+from array import array
 from types import SimpleNamespace
 
 import pytest
@@ -38,6 +39,8 @@ REFUSED = [
     ("input_ids", _req(), [1, 10**30], "outside the vocabulary"),
     ("input_ids", _req(), [1, "2"], "integer token ids"),
     ("input_ids", _req(), [1, True], "integer token ids"),
+    ("input_ids", _req(), 5, "must be a list"),
+    ("input_ids", _req(), array("q", [1, 4096]), "token id 4096"),
     ("input_ids", _req(), [[1, 2]], "integer token ids"),
     ("input_ids", _req(), [], "must not be empty"),
     ("input_ids", _req(contains_mm_input=lambda: False), [], "must not be empty"),
@@ -96,6 +99,7 @@ def test_refused_with_field_and_limit(field, req, ids, says):
         (_req(sampling_params=_sp(logit_bias={"0": -100, 2047: 100}, top_k=5000)), [1]),
         (_req(token_ids_logprob=[0, 2047], priority=-5, bootstrap_port=8998), [1]),
         (_req(sampling_params=None), [1]),
+        (_req(), array("q", [0, 5, 2047])),  # ids a multimodal processor hands back
         (_req(session_params={"id": "s", "rid": None, "offset": 3, "replace": True}), [1]),
     ],
 )

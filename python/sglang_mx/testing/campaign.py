@@ -67,8 +67,6 @@ def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:
         return []
     out = []
     for key in list(body):
-        if key in ("model", "messages", "prompt", "text", "input_ids") and len(body) > 1:
-            pass  # prompts may be the cause; still try without them
         smaller = {k: v for k, v in body.items() if k != key}
         out.append(HostileRequest(req.route, json.dumps(smaller), req.content_type))
     sp = body.get("sampling_params")

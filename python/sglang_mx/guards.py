@@ -160,14 +160,40 @@ def check_session_params(params: Any, limits: ModelLimits) -> None:
             raise GuardViolation(f"session_params.{key}", f"must be a {types[0].__name__}")
 
 
+def check_generate_shape(obj: Any) -> None:
+    """A /generate request's shape, before SGLang's `normalize_batch_and_arguments` indexes it
+    (an empty `sampling_params` list or a non-integer `n` is an IndexError/TypeError there, a
+    500)."""
+    params = getattr(obj, "sampling_params", None)
+    rows = params if isinstance(params, list) else [params]
+    if isinstance(params, list) and not params:
+        raise GuardViolation("sampling_params", "must be an object or a non-empty list of them")
+    for row in rows:
+        if row is None:
+            continue
+        if not isinstance(row, Mapping):
+            raise GuardViolation("sampling_params", "must be an object or a list of objects")
+        check_int("sampling_params.n", row.get("n"), 1, MAX_PARALLEL_SAMPLES)
+        check_int("sampling_params.beam_width", row.get("beam_width"), 1, MAX_PARALLEL_SAMPLES)
+    embeds = getattr(obj, "input_embeds", None)
+    if embeds is not None and getattr(obj, "text", None) is None:
+        if getattr(obj, "input_ids", None) is None and not (
+            isinstance(embeds, list) and embeds and isinstance(embeds[0], list) and embeds[0]
+        ):
+            raise GuardViolation("input_embeds", "must be a non-empty list of embedding rows")
+
+
 def check_generate(obj: Any, input_ids: Any, limits: ModelLimits) -> None:
     """One (already split) GenerateReqInput or EmbeddingReqInput and its prompt token ids."""
     vocab, ctx = limits.vocab_size, limits.context_length
     if input_ids is not None:
         # An empty prompt reaches the model as a zero-token batch and kills the scheduler
         # (SGLang refuses it only when no `text` came along).
+        # Session history or an image processor may supply the whole prompt.
         mm = getattr(obj, "contains_mm_input", None)
-        check_token_ids("input_ids", input_ids, vocab, allow_empty=bool(mm and mm()))
+        session = getattr(obj, "session_params", None)
+        in_session = isinstance(session, Mapping) and bool(session.get("id"))
+        check_token_ids("input_ids", input_ids, vocab, allow_empty=bool(mm and mm()) or in_session)
     # input_embeds requests carry no ids: then only the context bounds the start.
     n_prompt = len(input_ids) if hasattr(input_ids, "__len__") else ctx
     check_sampling_params(getattr(obj, "sampling_params", None), limits)

@@ -38,7 +38,15 @@ def _guard_one_request(manager, obj, input_ids, *args, **kwargs):
     return None
 
 
-async def _model_info_with_limits(original, *args, **kwargs):
+async def _guard_generate_shape(obj, *args, **kwargs):
+    """BEFORE hook on GenerateReqInput.normalize_batch_and_arguments."""
+    from sglang_mx.guards import check_generate_shape
+
+    check_generate_shape(obj)
+    return None
+
+
+def _model_info_with_limits(original, *args, **kwargs):
     """AROUND hook on http_server.model_info: add the facts a front-end validates against."""
     from sglang.srt.entrypoints import http_server
 
@@ -91,6 +99,13 @@ def guard_request_validation() -> None:
     HookRegistry.register(
         "sglang.srt.managers.tokenizer_manager.TokenizerManager._validate_one_request",
         _guard_one_request,
+        HookType.BEFORE,
+    )
+    # normalize_batch_and_arguments runs first of all, in generate_request; its ValueErrors are
+    # 400s too, but it indexes `sampling_params` and compares `n` before checking them.
+    HookRegistry.register(
+        "sglang.srt.managers.io_struct.GenerateReqInput.normalize_batch_and_arguments",
+        _guard_generate_shape,
         HookType.BEFORE,
     )
     if multiprocessing.parent_process() is not None:

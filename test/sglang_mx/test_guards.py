@@ -8,7 +8,7 @@ from array import array
 from types import SimpleNamespace
 
 import pytest
-from sglang_mx.guards import GuardViolation, ModelLimits, check_generate
+from sglang_mx.guards import GuardViolation, ModelLimits, check_generate, check_generate_shape
 
 LIMITS = ModelLimits(vocab_size=2048, context_length=8192)
 
@@ -112,3 +112,31 @@ def test_embedding_request_without_generate_fields():
     check_generate(SimpleNamespace(), [0, 5], LIMITS)
     with pytest.raises(GuardViolation):
         check_generate(SimpleNamespace(), [5, 2048], LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "says"),
+    [
+        ({"sampling_params": []}, "sampling_params", "non-empty list"),
+        ({"sampling_params": [1]}, "sampling_params", "list of objects"),
+        ({"sampling_params": {"n": "5"}}, "sampling_params.n", "integer in [1, 128]"),
+        ({"sampling_params": [{"n": 2}, {"n": 10**9}]}, "sampling_params.n", "outside [1, 128]"),
+        ({"input_embeds": []}, "input_embeds", "non-empty list"),
+        ({"input_embeds": [[]]}, "input_embeds", "non-empty list"),
+    ],
+)
+def test_generate_shape_refused(fields, field, says):
+    obj = SimpleNamespace(**{"sampling_params": None, "text": None, "input_ids": None,
+                             "input_embeds": None, **fields})  # fmt: skip
+    with pytest.raises(GuardViolation) as e:
+        check_generate_shape(obj)
+    assert e.value.field == field and says in str(e.value)
+
+
+def test_generate_shape_passes_ordinary_and_session_continuations():
+    for fields in ({"sampling_params": {"n": 2}}, {"sampling_params": [{}, None]},
+                   {"input_embeds": [[0.1, 0.2]]}, {"sampling_params": None}):  # fmt: skip
+        obj = SimpleNamespace(**{"sampling_params": None, "text": None, "input_ids": None,
+                                 "input_embeds": None, **fields})  # fmt: skip
+        check_generate_shape(obj)
+    check_generate(_req(session_params={"id": "s1"}), [], LIMITS)  # history supplies the prompt

@@ -23,7 +23,7 @@ from sglang_mx.testing.hostile import (
 pytestmark = pytest.mark.server
 
 CAMPAIGN_SEED = 20261130
-CAMPAIGN_CASES = int(os.environ.get("SGLANG_MX_CAMPAIGN_CASES", "300"))
+CAMPAIGN_CASES = int(os.environ.get("SGLANG_MX_CAMPAIGN_CASES", "250"))
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.json"))
 
 

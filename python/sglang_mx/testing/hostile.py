@@ -340,8 +340,8 @@ class Outcome:
             return f"no_answer: {self.error}"
         if self.status >= 500:
             return f"http_{self.status}"
-        if "Traceback (most recent call last)" in self.text:
-            return "traceback"
+        if "Traceback (most recent call last)" in self.text or 'File "/' in self.text:
+            return "traceback"  # or a frame of one: a source path sent to the client
         return None
 
 

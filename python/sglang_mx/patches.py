@@ -38,7 +38,7 @@ def _guard_one_request(manager, obj, input_ids, *args, **kwargs):
     return None
 
 
-async def _guard_generate_shape(obj, *args, **kwargs):
+def _guard_generate_shape(obj, *args, **kwargs):
     """BEFORE hook on GenerateReqInput.normalize_batch_and_arguments."""
     from sglang_mx.guards import check_generate_shape
 
@@ -46,7 +46,7 @@ async def _guard_generate_shape(obj, *args, **kwargs):
     return None
 
 
-def _model_info_with_limits(original, *args, **kwargs):
+async def _model_info_with_limits(original, *args, **kwargs):
     """AROUND hook on http_server.model_info: add the facts a front-end validates against."""
     from sglang.srt.entrypoints import http_server
 

@@ -6,6 +6,8 @@ supervisor of `sglang-mx serve --restart on-failure`) comes back by itself."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +17,6 @@ import httpx
 import pytest
 from provider_support import (
     MODEL_ID,
-    kill_server_tree,
     provider_process,
     router_process,
     upstream_running,
@@ -124,7 +125,9 @@ def test_worker_killed_under_load(topology) -> None:
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(_stream, url, key, p, 40) for p in prompts]
         time.sleep(8)  # every request is decoding by now (a few tokens/s each on 2 cores)
-        kill_server_tree(topology["workers"][1])
+        # SIGKILL the supervised worker's whole process group, as an OOM kill would. Not
+        # kill_server_tree: its wait would reap the child the supervisor itself waits on.
+        os.killpg(topology["supervised"].sup.child.pid, signal.SIGKILL)
         during = [f.result(timeout=REQUEST_BOUND_S + 30) for f in futures]
     print("during the kill:", [(r["status"], bool(r["usage"]), r["error"]) for r in during])
     assert all(r["elapsed"] < REQUEST_BOUND_S for r in during), "a request hung"

@@ -105,7 +105,9 @@ class UpstreamGuard:
         models = await self._get("/v1/models")
         new = limits_from(info, models)
         if info is None and models is None:
-            return self.limits  # upstream down: keep what we knew, ask again soon
+            # Upstream down: keep what we knew; ask again in MIN_REFRESH_S, not per request.
+            self.learned_at = time.monotonic() - REFRESH_S + MIN_REFRESH_S
+            return self.limits
         self.limits = Limits(
             new.vocab_size or self.limits.vocab_size,
             new.context_length or self.limits.context_length,

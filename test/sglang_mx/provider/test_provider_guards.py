@@ -112,3 +112,51 @@ def test_provider_campaign_bounded(prov):
             assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
 
         one()
+
+
+def test_guard_learns_refreshes_and_keeps_limits_when_upstream_goes_down():
+    """Against an in-process upstream that answers like our plugin, then changes, then dies."""
+    import asyncio
+
+    from fastapi import FastAPI
+    from provider_support import serve_in_thread
+    from sglang_mx.provider.errors import ProviderError
+    from sglang_mx.provider.guards import UpstreamGuard
+    from sglang_mx.provider.upstream import Upstream
+
+    app = FastAPI()
+    app.state.vocab = 100
+
+    @app.get("/get_model_info")
+    async def info() -> dict:
+        return {"model_path": "remote/model", "vocab_size": app.state.vocab}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"data": [{"id": "m", "max_model_len": 512}]}
+
+    async def scenario(url: str) -> None:
+        upstream = Upstream(url, 1.0, 5.0)
+        guard = UpstreamGuard(upstream)
+        assert await guard.refresh() == Limits(100, 512)
+        guard.check({"prompt": [0, 99], "max_tokens": 4})
+        with pytest.raises(ProviderError) as e:
+            guard.check({"prompt": [0, 100], "max_tokens": 4})
+        assert e.value.status == 400 and "[0, 100)" in e.value.message
+        with pytest.raises(ProviderError) as e:
+            guard.check({"prompt": [1] * 510, "max_tokens": 4})
+        assert e.value.status == 413
+        app.state.vocab = 200  # e.g. a new model behind the same URL
+        assert await guard.refresh() == Limits(200, 512)
+        guard.check({"prompt": [150], "max_tokens": 4})
+        await upstream.close()
+
+    with serve_in_thread(app) as url:
+        asyncio.run(scenario(url))
+
+    async def down() -> None:
+        guard = UpstreamGuard(Upstream(url, 0.5, 1.0))
+        guard.limits = Limits(200, 512)
+        assert await guard.refresh() == Limits(200, 512)  # nothing answered: kept
+
+    asyncio.run(down())

@@ -33,8 +33,9 @@ from sglang_mx.testing.server import SupervisedServer
 class Crash:
     failure: str  # worker_death / http_5xx / traceback / no_answer
     cause: str  # the server log's last exception line, for a death
-    request: HostileRequest
+    request: HostileRequest  # shrunk
     restart_s: float | None = None
+    original: HostileRequest | None = None  # as generated, before shrinking
 
     @property
     def crash_class(self) -> str:
@@ -57,6 +58,11 @@ class CampaignResult:
         return out
 
 
+# Fields that keep a request short: dropping them turns any request into a long generation,
+# which would "shrink" every timeout into the same valid-but-slow request.
+_KEEP = frozenset({"model", "max_tokens", "max_new_tokens"})
+
+
 def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:
     """The request with one field (or one sampling_params field) removed, each."""
     try:
@@ -67,11 +73,15 @@ def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:
         return []
     out = []
     for key in list(body):
+        if key in _KEEP or key == "sampling_params":
+            continue
         smaller = {k: v for k, v in body.items() if k != key}
         out.append(HostileRequest(req.route, json.dumps(smaller), req.content_type))
     sp = body.get("sampling_params")
     if isinstance(sp, dict):
         for key in list(sp):
+            if key in _KEEP:
+                continue
             smaller = {**body, "sampling_params": {k: v for k, v in sp.items() if k != key}}
             out.append(HostileRequest(req.route, json.dumps(smaller), req.content_type))
     return out
@@ -123,6 +133,7 @@ class Campaign:
         crash = Crash(out.failure or "", cause, req, restart)
         known = crash.crash_class in self.result.classes
         if not known and self.shrink_budget:
+            crash.original = req
             crash.request = self._shrink(req, crash.failure)
         self.result.crashes.append(crash)
         if not known and on_crash is not None:
@@ -156,13 +167,15 @@ def save_regression(crash: Crash, out_dir: Path, model: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", crash.crash_class.lower()).strip("-")[:60]
     req = crash.request
-    body = req.body.replace(json.dumps(model)[1:-1], "{{model}}")
+    body = req.body.replace(json.dumps(model), '"{{model}}"')  # the quoted name only
     case = {
         "failure": crash.failure,
         "cause": crash.cause,
         "found": time.strftime("%Y-%m-%d"),
         "request": HostileRequest(req.route, body, req.content_type).to_json(),
     }
+    if crash.original is not None and crash.original != req:
+        case["original_request"] = crash.original.to_json()
     path = out_dir / f"{slug}.json"
     path.write_text(json.dumps(case, indent=2, ensure_ascii=False) + "\n")
     return path

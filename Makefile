@@ -8,8 +8,9 @@ SETUP_INPUTS := pyproject.toml sgl-kernel-rocm/pyproject.toml requirements/cpu-c
 HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
+FUZZ_MINUTES ?= 30
 
-.PHONY: setup serve test compile-check bench model lint wheels clean
+.PHONY: setup serve test compile-check fuzz bench model lint wheels clean
 
 setup: $(STAMP)
 
@@ -36,6 +37,11 @@ else
 	PYTHONPATH=.triton/$(TRITON) $(BIN)/python -m sgl_kernel_rocm.compile_check --quiet \
 		--doc docs/kernels-compile.md
 endif
+
+# Long hostile-request campaign (random seed) against a supervised server; new crashers are
+# saved as regression cases under test/sglang_mx/fuzz_regressions/ (replayed by `make test`).
+fuzz: setup
+	$(BIN)/python scripts/fuzz.py --minutes $(FUZZ_MINUTES)
 
 bench: setup
 	$(BIN)/python benchmark/serve_cpu.py

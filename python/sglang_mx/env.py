@@ -34,6 +34,12 @@ class _Env:
         return _flag("SGLANG_MX_BUSY_POLL")
 
     @property
+    def guards(self) -> bool:
+        """SGLANG_MX_GUARDS=0: skip the request guards (to measure them, or to show what they
+        prevent); on by default."""
+        return _flag("SGLANG_MX_GUARDS", default=True)
+
+    @property
     def moe_backend(self) -> str:
         """SGLANG_MX_MOE_BACKEND=auto|torch|triton|sglang: which MXFP4 MoE expert path to run
         ("sglang" leaves SGLang's own MXFP4 MoE in place on GPU nodes)."""

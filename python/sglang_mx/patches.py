@@ -29,5 +29,102 @@ def refresh_is_cpu_cache() -> None:
     fn.cache_clear()
 
 
-def apply() -> None:
+def _guard_one_request(manager, obj, input_ids, *args, **kwargs):
+    """BEFORE hook on TokenizerManager._validate_one_request (see guard_request_validation)."""
+    from sglang_mx.guards import ModelLimits, check_generate
+
+    limits = ModelLimits(manager.model_config.vocab_size, manager.context_len)
+    check_generate(obj, input_ids, limits)
+    return None
+
+
+def _guard_generate_shape(obj, *args, **kwargs):
+    """BEFORE hook on GenerateReqInput.normalize_batch_and_arguments."""
+    from sglang_mx.guards import check_generate_shape
+
+    check_generate_shape(obj)
+    return None
+
+
+async def _model_info_with_limits(original, *args, **kwargs):
+    """AROUND hook on http_server.model_info: add the facts a front-end validates against."""
+    from sglang.srt.entrypoints import http_server
+
+    info = await original(*args, **kwargs)
+    if isinstance(info, dict):
+        manager = http_server._global_state.tokenizer_manager
+        info["vocab_size"] = manager.model_config.vocab_size
+        info["context_length"] = manager.context_len
+    return info
+
+
+def _install_http_guards(*args, **kwargs):
+    """BEFORE hook on http_server.launch_server: the app is built, not yet started."""
+    from fastapi.exceptions import RequestValidationError
+    from sglang.srt.entrypoints import http_server
+
+    from sglang_mx.http_guards import JsonObjectGuard, scrubbed_validation_handler
+
+    app = http_server.app
+    if not getattr(app.state, "sglang_mx_http_guards", False):
+        app.state.sglang_mx_http_guards = True
+        app.add_middleware(JsonObjectGuard)
+        original = app.exception_handlers[RequestValidationError]
+        app.exception_handlers[RequestValidationError] = scrubbed_validation_handler(original)
+    return None
+
+
+def guard_request_validation() -> None:
+    """SGLang 0.5.23 sends token ids and counts to the scheduler unchecked against the
+    vocabulary (an out-of-vocabulary prompt id, top_logprobs_num > vocab, top_k >= 2**31 or an
+    out-of-vocabulary stop_token_id with min_new_tokens kills the scheduler, and with it the
+    server). `TokenizerManager._validate_one_request(obj, input_ids)` is the one private method
+    every generate/embedding request passes through (single, batched and parallel-sampled,
+    /generate and OpenAI routes) after tokenization and before it is sent; a ValueError raised
+    there becomes a 400 on every route. Hooked BEFORE, not replaced: SGLang's own checks still
+    run after ours.
+
+    In the HTTP server's process only (where `launch_server` runs; importing http_server in the
+    scheduler processes would cost their start-up): `/get_model_info` (which calls the
+    module-level `model_info` at request time) also reports `vocab_size` and `context_length`,
+    so the provider can apply the same limits; and `launch_server` installs the HTTP guards
+    (`http_guards.py`: non-object JSON bodies, which 0.5.23 answers with a 500 on
+    /v1/chat/completions, and validation messages without source paths) on `http_server.app`,
+    whose middleware and exception handlers are its public FastAPI attributes."""
+    import multiprocessing
+
     check_version()
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(
+        "sglang.srt.managers.tokenizer_manager.TokenizerManager._validate_one_request",
+        _guard_one_request,
+        HookType.BEFORE,
+    )
+    # normalize_batch_and_arguments runs first of all, in generate_request; its ValueErrors are
+    # 400s too, but it indexes `sampling_params` and compares `n` before checking them.
+    HookRegistry.register(
+        "sglang.srt.managers.io_struct.GenerateReqInput.normalize_batch_and_arguments",
+        _guard_generate_shape,
+        HookType.BEFORE,
+    )
+    if multiprocessing.parent_process() is not None:
+        return
+    HookRegistry.register(
+        "sglang.srt.entrypoints.http_server.model_info",
+        _model_info_with_limits,
+        HookType.AROUND,
+    )
+    HookRegistry.register(
+        "sglang.srt.entrypoints.http_server.launch_server",
+        _install_http_guards,
+        HookType.BEFORE,
+    )
+
+
+def apply() -> None:
+    from sglang_mx.env import ENV
+
+    check_version()
+    if ENV.guards:
+        guard_request_validation()

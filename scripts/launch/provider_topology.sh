@@ -14,9 +14,11 @@ trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 urls=()
 for i in $(seq 0 $((N - 1))); do
   port=$((BASE_PORT + i))
-  # --enable-cache-report: usage carries prompt_tokens_details.cached_tokens, billed at cache-read price.
-  $PY -m sglang.launch_server --model-path "$MODEL" --host "$HOST" --port "$port" \
-    --enable-cache-report "$@" > "worker-$i.log" 2>&1 &
+  # `serve` adds --enable-cache-report (usage carries cached_tokens, billed at cache-read
+  # price); --restart on-failure brings a worker back when its process tree exits (crash,
+  # OOM kill) while the router serves from the others; each restart is logged with its cause.
+  $PY -m sglang_mx.cli.main serve --restart on-failure --model-path "$MODEL" --host "$HOST" \
+    --port "$port" "$@" > "worker-$i.log" 2>&1 &
   pids+=($!); urls+=("http://$HOST:$port")
 done
 for u in "${urls[@]}"; do

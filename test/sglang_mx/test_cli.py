@@ -119,3 +119,14 @@ def test_unknown_argument_rejected_outside_serve():
     r = run_cli("info", "--bogus")
     assert r.returncode == 2
     assert "unrecognized arguments: --bogus" in r.stderr
+
+
+def test_serve_restart_flags_are_ours_not_sglangs(capsys):
+    argv = ["serve", "--dry-run", "--restart", "on-failure", "--restart-backoff-s", "2",
+            "--max-restarts", "5", "--tp", "2"]  # fmt: skip
+    assert main(argv) == 0
+    cmd = capsys.readouterr().out.split()
+    assert not [a for a in cmd if a.startswith(("--restart", "--max-restarts"))], cmd
+    assert cmd[-2:] == ["--tp", "2"]
+    r = run_cli("serve", "--dry-run", "--restart", "always")
+    assert r.returncode == 2 and "invalid choice: 'always'" in r.stderr

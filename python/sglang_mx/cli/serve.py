@@ -2,7 +2,8 @@
 
 Defaults to the bundled MXFP4 model on 127.0.0.1:30000; every other argument is passed to SGLang
 unchanged, so on a GPU node `sglang-mx serve --model-path amd/GLM-5.2-MXFP4 --tp 8 ...` is
-SGLang plus our plugin.
+SGLang plus our plugin. `--restart on-failure` keeps it running: the server is restarted (with
+backoff) whenever its process tree exits other than cleanly.
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-cache-report",
         action="store_true",
         help="do not pass --enable-cache-report (cached tokens in usage)",
+    )
+    p.add_argument(
+        "--restart",
+        choices=("no", "on-failure"),
+        default="no",
+        help="on-failure: supervise the server and restart it (with backoff) whenever its "
+        "process tree exits other than cleanly; each restart logs the exit code or signal",
+    )
+    p.add_argument(
+        "--restart-backoff-s", type=float, default=1.0, help="first restart delay (doubles)"
+    )
+    p.add_argument(
+        "--max-restarts", type=int, default=None, help="give up after this many (default: never)"
     )
     p.add_argument("--dry-run", action="store_true", help="print the SGLang command and exit")
     p.set_defaults(func=run, passthrough=True)
@@ -67,5 +81,10 @@ def run(args: argparse.Namespace) -> int:
         f"sglang-mx: serving {cmd[cmd.index('--model-path') + 1]} on http://{args.host}:{args.port}",
         flush=True,
     )
+    if args.restart == "on-failure":
+        from sglang_mx.supervisor import RestartPolicy, supervise
+
+        policy = RestartPolicy(backoff_s=args.restart_backoff_s, max_restarts=args.max_restarts)
+        return supervise(cmd, policy)
     os.execv(cmd[0], cmd)
     return 0  # not reached

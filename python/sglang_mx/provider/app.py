@@ -34,6 +34,7 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
             log.warning(
                 "finalized %d ledger rows left pending by a previous run", provider.recovered
             )
+        await provider.guard.refresh()  # learn the upstream's vocabulary and context length
         yield
         await provider.close()
 
@@ -72,6 +73,7 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict:
+        provider.guard.refresh_soon(force=True)
         fmt = listing_format(request)
         docs = [listing.document(m, fmt) for m in provider.models.values()]
         return {"object": "list", "data": docs}

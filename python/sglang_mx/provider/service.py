@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from sglang_mx.provider import jsonio
 from sglang_mx.provider.errors import ProviderError, unauthorized
+from sglang_mx.provider.guards import UpstreamGuard
 from sglang_mx.provider.keys import ApiKey, KeyStore
 from sglang_mx.provider.ledger import Ledger
 from sglang_mx.provider.metrics import ProviderMetrics
@@ -49,6 +50,7 @@ class Provider:
         self.upstream = Upstream(
             settings.upstream, settings.connect_timeout_s, settings.read_timeout_s
         )
+        self.guard = UpstreamGuard(self.upstream)  # vocabulary/context limits of the upstream
         self._health: tuple[float, bool] = (0.0, False)
         self._health_lock = asyncio.Lock()
         self._key_cache: dict[str, tuple[float, ApiKey | None]] = {}
@@ -133,6 +135,7 @@ class Provider:
         path, validate = ENDPOINTS[endpoint]
         key = self.authenticate(request)
         parsed = validate(parse_json(await request.body()), self.models)
+        self.guard.check(parsed.upstream_body)
         self.admit(key)
         rid = f"gen-{uuid.uuid4().hex}"
         body = dict(parsed.upstream_body, rid=rid)

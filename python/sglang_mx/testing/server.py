@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from pathlib import Path
 import httpx
 
 STARTUP_TIMEOUT_S = 300.0
+_EXC_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt)): (.*)$")
 
 
 def free_port() -> int:
@@ -140,3 +143,60 @@ def launch_server(
         yield handle.base_url
     finally:
         handle.stop()
+
+
+class SupervisedServer:
+    """An SGLang server under a Supervisor thread (what `sglang-mx serve --restart on-failure`
+    runs): restarted whenever its process tree exits. The log keeps every run and the
+    supervisor's lines naming each exit's cause."""
+
+    def __init__(self, model_path: str, extra_args: Sequence[str], env: dict[str, str]) -> None:
+        from sglang_mx.supervisor import RestartPolicy, Supervisor
+
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        log = tempfile.mkstemp(prefix=f"sglang-supervised-{self.port}-", suffix=".log")[1]
+        self.log_path = Path(log)
+        cmd = server_command(model_path, self.port, list(extra_args))
+        child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
+        self._log = self.log_path.open("ab")
+        self.sup = Supervisor(
+            cmd,
+            RestartPolicy(backoff_s=0.5, max_backoff_s=2.0),
+            log=self._note,
+            env=child_env,
+            stdout=self._log,
+        )
+        self._thread = threading.Thread(target=self.sup.run, daemon=True)
+        self._thread.start()
+
+    def _note(self, message: str) -> None:
+        self._log.write(f"[supervisor] {message}\n".encode())
+        self._log.flush()
+
+    def wait_healthy(self, timeout: float = 300.0) -> float:
+        """Seconds until the server generates a token (polled every 0.25 s)."""
+        t0 = time.monotonic()
+        body = {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1}}
+        while time.monotonic() - t0 < timeout:
+            try:
+                r = httpx.post(self.base_url + "/generate", json=body, timeout=30)
+                if r.status_code == 200:
+                    return time.monotonic() - t0
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise TimeoutError(f"server not healthy after {timeout:.0f}s; log {self.log_path}")
+
+    def last_exception(self, since: int) -> str:
+        text = self.log_path.read_bytes()[since:].decode(errors="replace")
+        found = [m.group(0) for line in text.splitlines() if (m := _EXC_LINE.match(line.strip()))]
+        return found[-1][:300] if found else "(no exception logged)"
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+    def close(self) -> None:
+        self.sup.stop()
+        self._thread.join(timeout=60)
+        self._log.close()

@@ -1,10 +1,13 @@
 """provider -> sglang-router (cache_aware) -> 2 real SGLang workers of the bundled model: it
 serves and bills, and a worker killed under load makes requests fail fast or finish on the
-other worker, none hang, and the ledger stays consistent."""
+other worker, none hang, the ledger stays consistent, and the killed worker (run under the
+supervisor of `sglang-mx serve --restart on-failure`) comes back by itself."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +17,6 @@ import httpx
 import pytest
 from provider_support import (
     MODEL_ID,
-    kill_server_tree,
     provider_process,
     router_process,
     upstream_running,
@@ -31,13 +33,16 @@ REQUEST_BOUND_S = 90  # a request outliving this counts as hung
 
 @pytest.fixture(scope="module")
 def topology(mxfp4_server: str, tmp_path_factory):
-    """Worker 0 is the session's shared server; worker 1 is ours, the one killed."""
+    """Worker 0 is the session's shared server; worker 1 is ours, supervised, the one killed."""
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import launch_server
+    from sglang_mx.testing.server import SupervisedServer
 
     tmp = tmp_path_factory.mktemp("router")
     with ExitStack() as stack:
-        own = stack.enter_context(launch_server(bundled_model_path("mxfp4"), WORKER_ARGS))
+        supervised = SupervisedServer(bundled_model_path("mxfp4"), WORKER_ARGS, {})
+        stack.callback(supervised.close)
+        supervised.wait_healthy()
+        own = supervised.base_url
         workers = [mxfp4_server, own]
         router = stack.enter_context(router_process(workers, "cache_aware"))
         served = httpx.get(own + "/v1/models", timeout=30).json()["data"][0]["id"]
@@ -45,7 +50,8 @@ def topology(mxfp4_server: str, tmp_path_factory):
         db = tmp / "provider.sqlite"
         _, key = KeyStore(db).create("router-test")
         prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm", "100000"))
-        yield {"url": prov.url, "router": router, "workers": workers, "db": db, "key": key}
+        yield {"url": prov.url, "router": router, "workers": workers, "db": db, "key": key,
+               "supervised": supervised}  # fmt: skip
 
 
 def _stream(url: str, key: str, prompt: str, max_tokens: int) -> dict:
@@ -119,7 +125,9 @@ def test_worker_killed_under_load(topology) -> None:
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(_stream, url, key, p, 40) for p in prompts]
         time.sleep(8)  # every request is decoding by now (a few tokens/s each on 2 cores)
-        kill_server_tree(topology["workers"][1])
+        # SIGKILL the supervised worker's whole process group, as an OOM kill would. Not
+        # kill_server_tree: its wait would reap the child the supervisor itself waits on.
+        os.killpg(topology["supervised"].sup.child.pid, signal.SIGKILL)
         during = [f.result(timeout=REQUEST_BOUND_S + 30) for f in futures]
     print("during the kill:", [(r["status"], bool(r["usage"]), r["error"]) for r in during])
     assert all(r["elapsed"] < REQUEST_BOUND_S for r in during), "a request hung"
@@ -144,3 +152,8 @@ def test_worker_killed_under_load(topology) -> None:
             assert row.cost == pytest.approx(r["usage"]["cost"])
         else:
             assert row.status == "error" and row.completion_tokens <= 40
+    # The killed worker comes back by itself; the supervisor logged the cause.
+    supervised = topology["supervised"]
+    supervised.wait_healthy(timeout=240)
+    assert supervised.sup.restarts >= 1
+    assert "server exited (signal SIGKILL)" in supervised.log_path.read_text(errors="replace")

@@ -112,8 +112,9 @@ def _name(cfg: dict) -> str:
 def moe_table(
     arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
 ) -> dict[str, Any]:
-    """The arch's table; every pick also passes the gate under the Triton(s) in `also`
-    (pip --target dirs), or it is dropped and the bucket picks again."""
+    """The arch's table; every pick passes the gate at every shape of the table under our
+    Triton and the one(s) in `also` (pip --target dirs), or it is dropped and the bucket picks
+    again."""
     cands = moe_candidates(arch)
     scores = {}
     for act in ("none", "mxfp4"):
@@ -121,7 +122,9 @@ def moe_table(
         scores[act] = evaluate(groups, jobs, progress)
     for _ in range(12):
         table = _moe_build(arch, cands, scores)
-        failed = _failing_elsewhere(C.dedupe(C.moe_cases(arch, table)), also, jobs)
+        # Candidates were scored at one shape; the table's picks are checked at every shape it
+        # names, under our Triton and each other one.
+        failed = _failing_elsewhere(C.dedupe(C.moe_cases(arch, table)), [None, *also], jobs)
         if not failed:
             table["_meta"] = meta(arch, "moe", also)
             return table
@@ -133,7 +136,7 @@ def moe_table(
     raise RuntimeError(f"{arch}: picks keep failing under {list(also)}")
 
 
-def _failing_elsewhere(cases: list[C.Case], also: Iterable[Path], jobs) -> list[C.Case]:
+def _failing_elsewhere(cases: list[C.Case], also: Iterable[Path | None], jobs) -> list[C.Case]:
     bad = []
     for triton_dir in also:
         for case, rec in zip(cases, run_matrix(cases, jobs=jobs, triton_dir=triton_dir),

@@ -65,7 +65,7 @@ def test_static_pick_prefers_what_the_grid_can_stream():
     assert moe_block_m(4096, 256) == 128 and moe_block_m(64, 32) == 16
 
 
-def test_resolver_buckets_and_fallbacks():
+def test_resolver_buckets_and_fallbacks(monkeypatch):
     key = shape_key(256, 6144, 256, "none")
     table = _load("gfx950")
     cfg, tuned = get_config(OP, "gfx950", 3, key, heuristic_config)
@@ -74,8 +74,11 @@ def test_resolver_buckets_and_fallbacks():
     assert cfg == table[key]["any"]
     cfg, _ = get_config(OP, "gfx950", 8, "E7_H64_I32_a16", heuristic_config, "DEFAULT_a16")
     assert cfg == table["DEFAULT_a16"]["M_LEQ_16"]
-    # resolve_config sends an unknown shape to its activation format's default.
-    cfg, tuned = resolve_config("gfx950", 200, 7, 64, 32, "mxfp4")
+    # resolve_config (as on a GPU: the interpreter off) sends an unknown shape to its
+    # activation format's default.
+    with monkeypatch.context() as m:
+        m.setenv("TRITON_INTERPRET", "0")
+        cfg, tuned = resolve_config("gfx950", 200, 7, 64, 32, "mxfp4")
     assert cfg == table["DEFAULT_a4"]["M_LEQ_256"] and tuned is False
     cfg, tuned = get_config(OP, "gfx1100", 8, key, heuristic_config)  # no table for this arch
     assert cfg == heuristic_config(8) and tuned is False

@@ -23,6 +23,10 @@ def static_ceiling(case: Case, rec: dict[str, Any]) -> dict[str, float] | None:
     """{"tb_s": ceiling, "hbm_tb_s": peak, "ratio": ceiling / peak}, or None when the case
     streams nothing."""
     facts = rec.get("isa") or {}
+    if not facts.get("mma", facts.get("mfma", 1)):
+        # A kernel whose dots left no matrix instruction in the listing we read (e.g. a
+        # warp-specialized build whose partitions we do not follow): no honest estimate.
+        return None
     # A kernel without a loop (one tile per program, e.g. the DSA indexer) streams its bytes
     # once: its whole instruction stream is the "iteration".
     loop = facts.get("main_loop") or {"instructions": facts.get("instructions", 0)}

@@ -179,10 +179,11 @@ def nvidia_sass_and_resources(cubin: bytes, workdir: Path) -> tuple[str, dict[st
         [str(nvidia_tool("cuobjdump")), "--dump-resource-usage", str(path)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    m = _RESOURCE.search(usage)
-    if not m:
+    # A warp-specialized kernel is several functions in one cubin: the worst of them counts.
+    found = [tuple(int(v) for v in m.groups()) for m in _RESOURCE.finditer(usage)]
+    if not found:
         raise RuntimeError(f"cuobjdump printed no resource usage:\n{usage}")
-    res = {k: int(v) for k, v in zip(("REG", "STACK", "SHARED", "LOCAL"), m.groups(), strict=True)}
+    res = {k: max(f[i] for f in found) for i, k in enumerate(("REG", "STACK", "SHARED", "LOCAL"))}
     sass = subprocess.run(
         [str(nvidia_tool("nvdisasm")), "-c", "-g", str(path)],
         capture_output=True, text=True, check=True,

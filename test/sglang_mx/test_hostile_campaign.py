@@ -11,14 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from sglang_mx.testing.hostile import (
-    SGLANG_ROUTES,
-    HostileRequest,
-    Target,
-    attack,
-    hostile_requests,
-)
+from sglang_mx.testing.campaign import for_each_hostile
+from sglang_mx.testing.hostile import SGLANG_ROUTES, HostileRequest, Target, attack
 
 pytestmark = pytest.mark.server
 
@@ -38,20 +32,11 @@ def test_bounded_campaign(mxfp4_server):
     health = mxfp4_server
     with httpx.Client(timeout=60) as client:
 
-        @seed(CAMPAIGN_SEED)
-        @settings(
-            max_examples=CAMPAIGN_CASES,
-            database=None,
-            deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(hostile_requests(SGLANG_ROUTES, target))
         def one(req):
             out = attack(client, mxfp4_server, req, health)
             assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
 
-        one()
+        for_each_hostile(SGLANG_ROUTES, target, CAMPAIGN_CASES, CAMPAIGN_SEED, one)
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])

@@ -146,20 +146,29 @@ class Campaign:
         routes: tuple[str, ...] = SGLANG_ROUTES,
         on_crash: Callable[[Crash], None] | None = None,
     ) -> CampaignResult:
-        @hseed(seed)
-        @settings(
-            max_examples=n,
-            database=None,
-            deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(hostile_requests(routes, self.target))
-        def go(req):
-            self.one(req, on_crash)
-
-        go()
+        for_each_hostile(routes, self.target, n, seed, lambda req: self.one(req, on_crash))
         return self.result
+
+
+def for_each_hostile(
+    routes: tuple[str, ...], target, n: int, seed: int, fn: Callable[[HostileRequest], None]
+) -> None:
+    """Call fn on n generated hostile requests: fixed seed, no example database, no shrinking
+    (a crasher is minimized by the campaign itself), no health checks on slow servers."""
+
+    @hseed(seed)
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(hostile_requests(routes, target))
+    def go(req):
+        fn(req)
+
+    go()
 
 
 def save_regression(crash: Crash, out_dir: Path, model: str) -> Path:

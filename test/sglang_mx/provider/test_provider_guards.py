@@ -10,11 +10,11 @@ import os
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from provider_support import MODEL_ID, provider_process, write_pricing
 from sglang_mx.provider.guards import Limits, limits_from
 from sglang_mx.provider.keys import KeyStore
-from sglang_mx.testing.hostile import PROVIDER_ROUTES, Target, attack, hostile_requests
+from sglang_mx.testing.campaign import for_each_hostile
+from sglang_mx.testing.hostile import PROVIDER_ROUTES, Target, attack
 
 VOCAB = 2048
 CAMPAIGN_SEED = 20261130
@@ -98,20 +98,11 @@ def test_provider_campaign_bounded(prov):
     health = prov["upstream"]
     with httpx.Client(timeout=60) as client:
 
-        @seed(CAMPAIGN_SEED)
-        @settings(
-            max_examples=CAMPAIGN_CASES,
-            database=None,
-            deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(hostile_requests(PROVIDER_ROUTES, target))
         def one(req):
             out = attack(client, prov["url"], req, health, headers)
             assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
 
-        one()
+        for_each_hostile(PROVIDER_ROUTES, target, CAMPAIGN_CASES, CAMPAIGN_SEED, one)
 
 
 def test_guard_learns_refreshes_and_keeps_limits_when_upstream_goes_down():

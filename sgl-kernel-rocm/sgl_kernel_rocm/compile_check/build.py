@@ -207,9 +207,12 @@ def run_matrix(
         else:
             todo.append((i, case, path))
     jobs = jobs or max(1, os.cpu_count() or 1)
-    if todo:
-        # Big tiles first: the longest compiles should not be left for last.
-        todo.sort(key=lambda t: -_weight(t[1]))
+    # One pool per arch: a Triton process that has built for one target can carry state into
+    # the next (seen: Triton 3.6 lowering gfx942 FP8 converts with gfx950 instructions after a
+    # gfx950 build in the same process), so no worker ever builds for two archs.
+    done = 0
+    for arch in dict.fromkeys(case.arch for _, case, _ in todo):
+        mine = sorted((t for t in todo if t[1].arch == arch), key=lambda t: -_weight(t[1]))
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
             max_workers=jobs,
@@ -217,13 +220,14 @@ def run_matrix(
             initializer=_init_worker,
             initargs=(str(Path(triton_dir).resolve()) if triton_dir else None,),
         ) as pool:
-            futures = [(i, path, pool.submit(_worker, case)) for i, case, path in todo]
-            for n, (i, path, fut) in enumerate(futures, 1):
+            futures = [(i, path, pool.submit(_worker, case)) for i, case, path in mine]
+            for i, path, fut in futures:
                 rec = fut.result()
                 path.write_text(json.dumps(rec))
                 results[i] = rec | {"cached": False}
+                done += 1
                 if progress:
-                    progress(n, len(todo), cases[i], rec)
+                    progress(done, len(todo), cases[i], rec)
     return [r for r in results if r is not None]
 
 

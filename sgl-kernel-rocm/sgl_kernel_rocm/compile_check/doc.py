@@ -21,8 +21,9 @@ Columns: regs = VGPR/AGPR/SGPR (AMD) or registers per thread (NVIDIA, cuobjdump)
 `vgpr_spill_count`, `sgpr_spill_count`, scratch bytes, NVIDIA STACK/LOCAL bytes; stream loads =
 machine-code global loads attributed by source line (`# stream:` markers on the `tl.load`
 lines) to each stream, count x bytes per lane/thread (the gate also reads the TTGIR loads,
-whose locations survive where an AMD pass merges a load's line into its consumer's); ISA = matrix instructions (`v_mfma_scale` = native scaled MFMA, `v_cvt_scalef32`
-= hardware FP4 upcast); ceiling = **static issue-bound estimate** of the bytes/s the main loop
+whose locations survive where an AMD pass merges a load's line into its consumer's); ISA =
+matrix instructions (`v_mfma_scale` = native scaled MFMA, `v_cvt_scalef32` = hardware FP4
+upcast); ceiling = **static issue-bound estimate** of the bytes/s the main loop
 could stream if memory were free (`compile_check/ceiling.py`), and its ratio to the arch's HBM
 peak. A ratio below 1 means the kernel is bound by its own instruction stream before memory.
 

@@ -27,19 +27,14 @@ import time
 from pathlib import Path
 
 import torch
+from sgl_kernel_rocm.arch import KNOWN_ARCHS
+
+# The GLM-5.2 layouts and token buckets of the tables, shared with the --static mode.
+from sgl_kernel_rocm.compile_check.static_tune import GLM_LAYOUTS, TOP_K
+from sgl_kernel_rocm.compile_check.static_tune import MOE_BUCKETS as BUCKETS
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "sgl-kernel-rocm" / "sgl_kernel_rocm" / "configs" / "moe_mxfp4"
-
-TOP_K = 8
-BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
-# GLM-5.2 MoE (hidden 6144, moe_intermediate 2048, 256 experts, top-8) per parallel layout.
-GLM_LAYOUTS = {
-    "TP1": (256, 6144, 2048),
-    "TP8": (256, 6144, 256),
-    "EP8": (32, 6144, 2048),
-}
-
 
 def dump_table(table: dict) -> str:
     """JSON with one line per bucket, so a diff shows which configs a tuning run changed."""
@@ -189,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--static",
-        choices=("gfx950", "gfx942", "sm90", "sm100"),
+        choices=KNOWN_ARCHS,
         action="append",
         help="write a static table for ARCH (repeatable)",
     )

@@ -64,7 +64,7 @@ def _table(op: str, arch: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _table_configs(op: str, arch: str, heuristic, shape_keys=None) -> list[tuple[str, dict]]:
+def _table_configs(op: str, arch: str, heuristic) -> list[tuple[str, dict]]:
     """(shape key, config) for every bucket the arch's table holds (DEFAULT included); the
     heuristic's configs when there is no table (that is what would launch)."""
     table = _table(op, arch)
@@ -72,7 +72,7 @@ def _table_configs(op: str, arch: str, heuristic, shape_keys=None) -> list[tuple
         return [("heuristic", heuristic(m)) for m in (1, 16, 64, 512, 4096)]
     out = []
     for key, buckets in table.items():
-        if key == "_meta" or (shape_keys is not None and key not in shape_keys):
+        if key == "_meta":
             continue
         out.extend((key, dict(cfg)) for cfg in buckets.values())
     return out

@@ -19,24 +19,6 @@ HIDDEN, INTER, EXPERTS, TOPK = 256, 128, 16, 4
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-@pytest.fixture(scope="module")
-def sglang_context():
-    """SGLang's per-process context for building layers outside a server: CPU device, TP 1."""
-    from sglang_mx import plugin
-
-    plugin.register()
-    from sglang.srt.runtime_context import get_context, get_parallel
-
-    override = get_context().override_server_args(device="cpu")
-    override.install()
-    get_parallel().override_permanently(moe_ep_rank=0, moe_tp_rank=0, tp_rank=0, tp_group=None)
-    try:
-        yield
-    finally:
-        get_parallel().clear_stamp()
-        override.restore()
-
-
 def glm45_config():
     from transformers import Glm4MoeConfig
 

@@ -13,7 +13,6 @@ down}_proj.weight` (uint8, two E2M1 values per byte, even element in the low nib
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +33,13 @@ class MxScheme:
     quantizes_linear: bool = False
 
     def is_excluded(self, prefix: str) -> bool:
+        """As SGLang's Quark loader reads "exclude": `re:` entries match from the start of the
+        module name (re.match), anything else must equal it."""
         for pattern in self.exclude:
             if pattern.startswith("re:"):
-                if re.fullmatch(pattern[3:], prefix):
+                if re.match(pattern[3:], prefix):
                     return True
-            elif fnmatch.fnmatchcase(prefix, pattern) or prefix == pattern:
+            elif prefix == pattern:
                 return True
         return False
 

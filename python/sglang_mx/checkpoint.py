@@ -152,6 +152,12 @@ def _check_mxfp4_tensors(f: Path, header: dict, names: dict, scheme, config_path
         module = name[: -len(".weight")]
         packed = info["dtype"] == "U8"
         marked = quantized_module(name, scheme) is not None
+        if _quark_quantizes_unservable(module, info, scheme):
+            raise CheckpointError(
+                config_path,
+                f"quantization_config quantizes {module} (it is not in the exclude list), but "
+                + servable_linear(module),
+            )
         if packed and not marked:
             problem = servable_linear(module) if ".mlp.experts." not in module else ""
             raise CheckpointError(
@@ -179,6 +185,18 @@ def _check_mxfp4_tensors(f: Path, header: dict, names: dict, scheme, config_path
                 f"tensor {name}_scale is {scale['dtype']} {scale['shape']}; packed weight "
                 f"{info['shape']} needs uint8 E8M0 scales of shape {want}",
             )
+
+
+def _quark_quantizes_unservable(module: str, info: dict, scheme) -> bool:
+    """A linear the Quark config leaves unexcluded (so SGLang would quantize it) that we cannot
+    serve in MXFP4. Embeddings, lm_head and the router are not SGLang linears: never quantized."""
+    from sglang_mx.quant.quark_layout import servable_linear
+
+    if scheme.source != "quark" or not scheme.quantizes_linear or len(info["shape"]) != 2:
+        return False
+    if module.endswith((".embed_tokens", ".mlp.gate")) or module == "lm_head":
+        return False
+    return not scheme.is_excluded(module) and bool(servable_linear(module))
 
 
 def validate_checkpoint(model_dir: Path) -> None:

@@ -116,9 +116,7 @@ def test_routed_scaling_applied_exactly_once(sglang_context, monkeypatch, kind, 
         out = block(x.clone())
     ref = reference(block, x)
     owner = routed_scaling(block.experts).owner
-    assert owner == {"cpu": "model", "rocm": "model", "rocm_aiter": "router"}.get(
-        branch, "experts"
-    )
+    assert owner == {"cpu": "model", "rocm": "model", "rocm_aiter": "router"}.get(branch, "experts")
     # fp32 throughout; a factor missing or applied twice moves the output by ~|routed|.
     rel = ((out - ref).norm() / ref.norm()).item()
     assert rel < 1e-4, f"{kind} on {branch}: relative error {rel:.3g} (scaling by {owner})"

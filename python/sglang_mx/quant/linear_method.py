@@ -43,7 +43,9 @@ class MxFp4LinearMethod(LinearMethodBase):
             ("weight", input_size_per_partition // 2),
             ("weight_scale", input_size_per_partition // BLOCK),
         ):
-            param = torch.nn.Parameter(torch.zeros(out, cols, dtype=torch.uint8), requires_grad=False)
+            param = torch.nn.Parameter(
+                torch.zeros(out, cols, dtype=torch.uint8), requires_grad=False
+            )
             # Both shard along `out` like a plain weight; `in` is packed 2:1 or grouped 32:1.
             set_weight_attrs(param, {"input_dim": 1, "output_dim": 0})
             layer.register_parameter(name, param)

@@ -42,9 +42,10 @@ def mxfp4_server(mxfp4_server_handle):
     return mxfp4_server_handle.base_url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sglang_context():
-    """SGLang's per-process context for building its layers outside a server: CPU, TP 1."""
+    """SGLang's per-process context for building its layers outside a server: CPU, TP 1.
+    Module-scoped, so the published dummy config is gone before any other module runs."""
     from sglang_mx import plugin
 
     plugin.register()

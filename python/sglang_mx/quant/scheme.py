@@ -1,14 +1,16 @@
 """Which MXFP4 scheme a checkpoint's `quantization_config` describes, validated up front.
 
-Two layouts are accepted, both experts-only with per-expert tensors `...experts.{e}.{gate,up,
-down}_proj.weight` (uint8, two E2M1 values per byte, even element in the low nibble) and
-`.weight_scale` (uint8 E8M0, one per 32 elements along the input dim):
+Quantized projections are stored as `X.weight` (uint8, two E2M1 values per byte, even element
+in the low nibble) and `X.weight_scale` (uint8 E8M0, one per 32 elements along the input dim).
+Two layouts are accepted:
 
-- ours: {"quant_method": "mxfp4", "format": "sglang_mx", "act_quant": "none"|"mxfp4"}
-  (written by `sglang-mx quantize`);
+- ours: {"quant_method": "mxfp4", "format": "sglang_mx", "act_quant": "none"|"mxfp4"}, routed
+  experts only (written by `sglang-mx quantize`);
 - AMD Quark: {"quant_method": "quark", "global_quant_config" | "layer_quant_config": weight fp4
   per_group 32 e8m0 static, input_tensors null (w4a16) or fp4 per_group 32 dynamic (w4a4),
-  "exclude": [...]}, as amd/GLM-5.2-MXFP4 is laid out.
+  "exclude": [...]}: every linear not excluded is MXFP4 (`quantizes_linear`), which for
+  DeepSeek-family checkpoints means routed experts, and shared experts and dense MLPs unless
+  excluded (`sglang-mx quantize --format quark` writes both variants).
 """
 
 from __future__ import annotations

@@ -40,3 +40,22 @@ def mxfp4_server_handle():
 def mxfp4_server(mxfp4_server_handle):
     """Base URL of the session's MXFP4 server."""
     return mxfp4_server_handle.base_url
+
+
+@pytest.fixture(scope="module")
+def sglang_context():
+    """SGLang's per-process context for building its layers outside a server: CPU, TP 1.
+    Module-scoped, so the published dummy config is gone before any other module runs."""
+    from sglang_mx import plugin
+
+    plugin.register()
+    from sglang.srt.runtime_context import get_context, get_parallel
+
+    override = get_context().override_server_args(device="cpu")
+    override.install()
+    get_parallel().override_permanently(moe_ep_rank=0, moe_tp_rank=0, tp_rank=0, tp_group=None)
+    try:
+        yield
+    finally:
+        get_parallel().clear_stamp()
+        override.restore()

@@ -89,40 +89,135 @@ def read_safetensors_header(path: Path) -> dict:
 
 
 def expected_shapes(config: dict) -> dict[str, list[int]]:
-    """Shapes implied by a GLM-4.5-family config for the tensors that define the model's size."""
+    """Unquantized [out, in] shapes a GLM-4.5/GLM-5-family config implies for the embeddings,
+    lm_head and every MLP projection (dense MLPs, shared experts, routed experts)."""
     hidden = config.get("hidden_size")
     vocab = config.get("vocab_size")
     if not hidden or not vocab:
         return {}
     shapes = {"model.embed_tokens.weight": [vocab, hidden], "lm_head.weight": [vocab, hidden]}
-    inter = config.get("moe_intermediate_size")
-    quantized = (config.get("quantization_config") or {}).get("quant_method") in ("mxfp4", "quark")
-    if inter:
-        for layer in range(config.get("num_hidden_layers", 0)):
-            for e in range(config.get("n_routed_experts", 0) or 0):
-                base = f"model.layers.{layer}.mlp.experts.{e}"
-                for proj, (out_dim, in_dim) in (
-                    ("gate_proj", (inter, hidden)),
-                    ("up_proj", (inter, hidden)),
-                    ("down_proj", (hidden, inter)),
-                ):
-                    shape = [out_dim, in_dim // 2] if quantized else [out_dim, in_dim]
-                    shapes[f"{base}.{proj}.weight"] = shape
+
+    def mlp(base: str, inter: int) -> None:
+        for proj, shape in (
+            ("gate_proj", [inter, hidden]),
+            ("up_proj", [inter, hidden]),
+            ("down_proj", [hidden, inter]),
+        ):
+            shapes[f"{base}.{proj}.weight"] = shape
+
+    moe_inter = config.get("moe_intermediate_size")
+    dense_inter = config.get("intermediate_size")
+    first_dense = int(config.get("first_k_dense_replace") or 0)
+    for layer in range(config.get("num_hidden_layers", 0)):
+        base = f"model.layers.{layer}.mlp"
+        if layer < first_dense:
+            if dense_inter:
+                mlp(base, dense_inter)
+            continue
+        if not moe_inter:
+            continue
+        for e in range(config.get("n_routed_experts", 0) or 0):
+            mlp(f"{base}.experts.{e}", moe_inter)
+        if config.get("n_shared_experts"):
+            mlp(f"{base}.shared_experts", moe_inter * int(config["n_shared_experts"]))
     return shapes
+
+
+def _scheme(config: dict, config_path: Path):
+    from sglang_mx.quant.scheme import MxSchemeError, parse_scheme
+
+    raw = config.get("quantization_config")
+    if not raw or str(raw.get("quant_method", "")).lower() not in ("mxfp4", "quark"):
+        return None
+    try:
+        return parse_scheme(raw)
+    except MxSchemeError as e:
+        raise CheckpointError(config_path, f"quantization_config: {e}") from e
+
+
+def _check_mxfp4_tensors(f: Path, header: dict, names: dict, scheme, config_path: Path) -> None:
+    """Every packed MXFP4 weight has its scale, consistent shapes, and is a kind we serve."""
+    from sglang_mx.quant.quark_layout import quantized_module, servable_linear
+
+    for name, info in header.items():
+        if name.endswith(".weight_scale"):
+            weight = names.get(name[: -len("_scale")])
+            if weight is None or weight["dtype"] != "U8":
+                raise CheckpointError(
+                    f, f"tensor {name} has no packed MXFP4 weight {name[: -len('_scale')]}"
+                )
+            continue
+        if not name.endswith(".weight"):
+            continue
+        module = name[: -len(".weight")]
+        packed = info["dtype"] == "U8"
+        marked = quantized_module(name, scheme) is not None
+        if _quark_quantizes_unservable(module, info, scheme):
+            raise CheckpointError(
+                config_path,
+                f"quantization_config quantizes {module} (it is not in the exclude list), but "
+                + servable_linear(module),
+            )
+        if packed and not marked:
+            problem = servable_linear(module) if ".mlp.experts." not in module else ""
+            raise CheckpointError(
+                f,
+                f"tensor {name} is packed MXFP4 (uint8) but cannot be served: "
+                + (problem or f"{config_path} does not mark {module} as quantized"),
+            )
+        if marked and not packed:
+            raise CheckpointError(
+                f,
+                f"tensor {name} is {info['dtype']}, but {config_path} quantizes {module} to "
+                "MXFP4 (a uint8 weight and weight_scale are expected)",
+            )
+        if not packed:
+            continue
+        scale = names.get(name + "_scale")
+        if scale is None:
+            raise CheckpointError(
+                f, f"tensor {name} is packed MXFP4 but its scale tensor {name}_scale is missing"
+            )
+        want = [info["shape"][0], info["shape"][1] * 2 // 32]
+        if scale["dtype"] != "U8" or list(scale["shape"]) != want:
+            raise CheckpointError(
+                f,
+                f"tensor {name}_scale is {scale['dtype']} {scale['shape']}; packed weight "
+                f"{info['shape']} needs uint8 E8M0 scales of shape {want}",
+            )
+
+
+def _quark_quantizes_unservable(module: str, info: dict, scheme) -> bool:
+    """A linear the Quark config leaves unexcluded (so SGLang would quantize it) that we cannot
+    serve in MXFP4. Embeddings, lm_head and the router are not SGLang linears: never quantized."""
+    from sglang_mx.quant.quark_layout import servable_linear
+
+    if scheme.source != "quark" or not scheme.quantizes_linear or len(info["shape"]) != 2:
+        return False
+    if module.endswith((".embed_tokens", ".mlp.gate")) or module == "lm_head":
+        return False
+    return not scheme.is_excluded(module) and bool(servable_linear(module))
 
 
 def validate_checkpoint(model_dir: Path) -> None:
     """Fail fast, naming the file and the problem, on a truncated or mismatched checkpoint."""
     model_dir = Path(model_dir)
     config = load_config(model_dir)
+    config_path = model_dir / "config.json"
     expected = expected_shapes(config)
-    for f in shard_files(model_dir):
-        header = read_safetensors_header(f)
+    scheme = _scheme(config, config_path)
+    headers = [(f, read_safetensors_header(f)) for f in shard_files(model_dir)]
+    names = {name: info for _, header in headers for name, info in header.items()}
+    for f, header in headers:
+        if scheme is not None:
+            _check_mxfp4_tensors(f, header, names, scheme, config_path)
         for name, info in header.items():
             want = expected.get(name)
+            if want is not None and info["dtype"] == "U8":
+                want = [want[0], want[1] // 2]
             if want is not None and list(info["shape"]) != want:
                 raise CheckpointError(
                     f,
-                    f"tensor {name} has shape {info['shape']} but {model_dir / 'config.json'} "
+                    f"tensor {name} has shape {info['shape']} but {config_path} "
                     f"implies {want} (checkpoint and config do not match)",
                 )

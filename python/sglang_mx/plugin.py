@@ -56,28 +56,18 @@ def _register_checkpoint_check() -> None:
     )
 
 
-def _mx_moe_around(original, self, layer, prefix):
-    """On GPU nodes SGLang keeps its own Mxfp4/Quark configs; only their MoE layers come to us."""
-    from sglang.srt.layers.moe.fused_moe_triton import FusedMoE
-
-    from sglang_mx.quant.moe_method import MxFp4MoEMethod
-    from sglang_mx.quant.scheme import MxScheme, MxSchemeError, parse_scheme
-
-    if not isinstance(layer, FusedMoE):
-        return original(self, layer, prefix)
-    raw = getattr(self, "quant_config", None)
-    try:
-        scheme = parse_scheme(raw) if isinstance(raw, dict) else MxScheme("mxfp4", "none")
-    except MxSchemeError:
-        return original(self, layer, prefix)  # not MXFP4 experts (e.g. Quark FP8): SGLang's
-    return MxFp4MoEMethod(scheme, prefix)
-
-
 def _route_gpu_mxfp4_moe() -> None:
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    from sglang_mx.quant import takeover
+
+    HookRegistry.register(
+        "sglang.srt.layers.quantization.mxfp4.Mxfp4Config.from_config",
+        takeover.remember_raw_config,
+        HookType.AROUND,
+    )
     for target in (
         "sglang.srt.layers.quantization.mxfp4.Mxfp4Config.get_quant_method",
         "sglang.srt.layers.quantization.quark.quark.QuarkConfig.get_quant_method",
     ):
-        HookRegistry.register(target, _mx_moe_around, HookType.AROUND)
+        HookRegistry.register(target, takeover.take_moe_layer, HookType.AROUND)

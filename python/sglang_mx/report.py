@@ -126,5 +126,21 @@ def kernel_paths() -> dict[str, str]:
     }
 
 
+def layer_report(kernels: dict[str, str]) -> dict[str, str]:
+    from sglang_mx.layer_map import layer_kinds
+
+    gqa = kernels["attention default"]
+    if not ENV.disabled:
+        mx_triton = kernels["attention --attention-backend mx_triton"]
+        gqa += f"; --attention-backend mx_triton: {mx_triton}"
+    return layer_kinds(kernels["arch"] == "cpu", kernels[MOE_ROW], gqa)
+
+
 def collect_info() -> dict[str, Any]:
-    return {"versions": versions(), "plugin": plugin_status(), "kernels": kernel_paths()}
+    kernels = kernel_paths()
+    return {
+        "versions": versions(),
+        "plugin": plugin_status(),
+        "kernels": kernels,
+        "layers": layer_report(kernels),
+    }

@@ -21,3 +21,23 @@ def test_server_rejects_truncated_checkpoint(tmp_path):
     msg = str(exc.value)
     assert "exited with code" in msg
     assert f"{weights}: tensor" in msg and "truncated" in msg
+
+
+def test_server_rejects_quark_checkpoint_missing_a_scale(tmp_path):
+    from safetensors.torch import load_file, save_file
+    from sglang_mx.cli.main import main
+
+    ckpt = tmp_path / "quark"
+    assert main(["quantize", bundled_model_path("bf16"), str(ckpt), "--format", "quark"]) == 0
+    weights = ckpt / "model.safetensors"
+    tensors = load_file(str(weights))
+    del tensors["model.layers.1.mlp.shared_experts.down_proj.weight_scale"]
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    with pytest.raises(RuntimeError) as exc:
+        start_server(str(ckpt), timeout=240)
+    msg = str(exc.value)
+    assert "exited with code" in msg
+    assert (
+        "tensor model.layers.1.mlp.shared_experts.down_proj.weight is packed MXFP4 but its scale "
+        "tensor model.layers.1.mlp.shared_experts.down_proj.weight_scale is missing"
+    ) in msg

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 
 import pytest
 from sglang_mx.cli.main import SUBCOMMANDS, main
+from sglang_mx.layer_map import INDEXER_MODULE, MLA_MODULE
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -44,6 +46,15 @@ def test_info_json_reports_plugin_and_kernels():
         "SGLang TopK.forward_native (platform key 'native')"
     )
     assert info["kernels"]["attention default"] == "torch_native"
+    layers = info["layers"]
+    assert layers["routed experts (MoE)"] == info["kernels"][MOE_ROW]
+    for kind in ("shared experts", "dense MLP"):
+        assert "MxFp4LinearMethod" in layers[kind] and "UnquantizedLinearMethod" in layers[kind]
+    assert layers["attention GQA"].startswith("torch_native; --attention-backend mx_triton")
+    # MLA / DSA rows name our module when this build ships it, else say nothing serves them.
+    for kind, module in (("attention MLA", MLA_MODULE), ("DSA indexer", INDEXER_MODULE)):
+        shipped = importlib.util.find_spec(module) is not None
+        assert layers[kind].startswith("sglang_mx" if shipped else "none: "), layers[kind]
 
 
 MOE_ROW = "MXFP4 MoE experts (quant_method mxfp4/quark)"

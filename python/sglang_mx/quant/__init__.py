@@ -1,5 +1,6 @@
-"""MXFP4 quantization method for SGLang: checkpoints with quant_method "mxfp4" (ours) or AMD
-Quark's MXFP4 (w4a4 / w4a16, experts only). MoE experts run through `sgl_kernel_rocm.moe`."""
+"""MXFP4 quantization methods for SGLang: checkpoints with quant_method "mxfp4" (ours) or AMD
+Quark's MXFP4 (w4a4 / w4a16; routed experts, shared experts, dense MLPs). MoE experts run
+through `sgl_kernel_rocm.moe`, MXFP4 MLP linears through `linear_method`."""
 
 from __future__ import annotations
 

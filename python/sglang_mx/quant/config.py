@@ -1,4 +1,5 @@
-"""SGLang QuantizationConfig for MXFP4-experts checkpoints: experts -> `MxFp4MoEMethod`,
+"""SGLang QuantizationConfig for MXFP4 checkpoints on the sglang_mx CPU platform: experts ->
+`MxFp4MoEMethod`, MXFP4 MLP linears (Quark's dense MLPs, shared experts) -> `MxFp4LinearMethod`,
 everything else stays in the checkpoint's higher precision."""
 
 from __future__ import annotations
@@ -50,11 +51,17 @@ class MxFp4ExpertsConfig(QuantizationConfig):
             return MxFp4MoEMethod(self.scheme, prefix)
         if isinstance(layer, LinearBase):
             if self.scheme.quantizes_linear and not self._linear_excluded(prefix):
-                raise NotImplementedError(
-                    f"layer {prefix!r} is MXFP4-quantized in this Quark checkpoint; sglang_mx "
-                    "serves MXFP4 experts only (attention, router, dense MLPs and lm_head must be "
-                    "in the checkpoint's 'exclude' list, as in amd/GLM-5.2-MXFP4)"
-                )
+                from sglang_mx.quant.quark_layout import servable_linear
+
+                problem = servable_linear(prefix)
+                if problem:
+                    raise NotImplementedError(
+                        f"layer {prefix!r} is MXFP4-quantized by this checkpoint's "
+                        f"quantization_config, but {problem}"
+                    )
+                from sglang_mx.quant.linear_method import MxFp4LinearMethod
+
+                return MxFp4LinearMethod(self.scheme, prefix)
             return UnquantizedLinearMethod()
         return None
 

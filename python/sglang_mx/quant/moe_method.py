@@ -110,16 +110,43 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
         from sglang.srt.layers.moe.token_dispatcher import StandardCombineInput
 
         topk_weights, topk_ids, _ = dispatch_output.topk_output
+        topk_weights = topk_weights.float()
+        factor = self._routed_scale(layer)
+        if factor != 1.0:
+            # sum_k (f w_k) y_k = f sum_k w_k y_k: scaling the [T, K] weights is the cheap place.
+            topk_weights = topk_weights * factor
         out = fused_moe_mxfp4(
             dispatch_output.hidden_states,
             layer.w13_weight,
             layer.w13_weight_scale,
             layer.w2_weight,
             layer.w2_weight_scale,
-            topk_weights.float(),
+            topk_weights,
             topk_ids,
             act_quant=self.scheme.act_quant,
             backend=self.kernel_backend,
             prepared=self.prepared,
         )
         return StandardCombineInput(hidden_states=out)
+
+    def _routed_scale(self, layer: torch.nn.Module) -> float:
+        """The routed scaling factor this method must apply: SGLang applies it in the model or
+        the router on every platform but CUDA (see `moe_dispatch.routed_scaling`)."""
+        cached = getattr(self, "_routed_scale_value", None)
+        if cached is not None:
+            return cached
+        from sglang_mx.moe_dispatch import routed_scaling
+
+        factor = getattr(layer.moe_runner_config, "routed_scaling_factor", None)
+        decision = routed_scaling(layer)
+        value = float(factor) if factor is not None and decision.in_experts else 1.0
+        if factor not in (None, 1.0):
+            logger.info(
+                "sglang_mx: %s routed_scaling_factor %s applied by the %s (%s)",
+                self.prefix,
+                factor,
+                decision.owner,
+                decision.reason,
+            )
+        self._routed_scale_value = value
+        return value

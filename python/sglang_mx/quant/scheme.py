@@ -1,19 +1,20 @@
 """Which MXFP4 scheme a checkpoint's `quantization_config` describes, validated up front.
 
-Two layouts are accepted, both experts-only with per-expert tensors `...experts.{e}.{gate,up,
-down}_proj.weight` (uint8, two E2M1 values per byte, even element in the low nibble) and
-`.weight_scale` (uint8 E8M0, one per 32 elements along the input dim):
+Quantized projections are stored as `X.weight` (uint8, two E2M1 values per byte, even element
+in the low nibble) and `X.weight_scale` (uint8 E8M0, one per 32 elements along the input dim).
+Two layouts are accepted:
 
-- ours: {"quant_method": "mxfp4", "format": "sglang_mx", "act_quant": "none"|"mxfp4"}
-  (written by `sglang-mx quantize`);
+- ours: {"quant_method": "mxfp4", "format": "sglang_mx", "act_quant": "none"|"mxfp4"}, routed
+  experts only (written by `sglang-mx quantize`);
 - AMD Quark: {"quant_method": "quark", "global_quant_config" | "layer_quant_config": weight fp4
   per_group 32 e8m0 static, input_tensors null (w4a16) or fp4 per_group 32 dynamic (w4a4),
-  "exclude": [...]}, as amd/GLM-5.2-MXFP4 is laid out.
+  "exclude": [...]}: every linear not excluded is MXFP4 (`quantizes_linear`), which for
+  DeepSeek-family checkpoints means routed experts, and shared experts and dense MLPs unless
+  excluded (`sglang-mx quantize --format quark` writes both variants).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +35,13 @@ class MxScheme:
     quantizes_linear: bool = False
 
     def is_excluded(self, prefix: str) -> bool:
+        """As SGLang's Quark loader reads "exclude": `re:` entries match from the start of the
+        module name (re.match), anything else must equal it."""
         for pattern in self.exclude:
             if pattern.startswith("re:"):
-                if re.fullmatch(pattern[3:], prefix):
+                if re.match(pattern[3:], prefix):
                     return True
-            elif fnmatch.fnmatchcase(prefix, pattern) or prefix == pattern:
+            elif prefix == pattern:
                 return True
         return False
 

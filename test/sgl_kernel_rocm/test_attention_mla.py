@@ -91,9 +91,13 @@ def test_dsa_indexer_scores_and_topk(page):
     k_scale = torch.rand(k.shape[:2], generator=g) + 0.05  # per-token FP8 scale
     q = torch.randn(3, 32, 128, generator=g).to(torch.bfloat16)
     w = torch.randn(3, 32, generator=g) * 128**-0.5
-    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq)
+    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(lens))
     ref = dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
+    # Without a host max length the width is the block table's capacity, -inf past each length.
+    wide = dsa_indexer_scores(q, w, k, k_scale, bt, seq)
+    assert wide.shape == (3, bt.shape[1] * page)
+    assert torch.equal(wide[:, : max(lens)], scores) and torch.isinf(wide[:, max(lens) :]).all()
     fin = torch.isfinite(ref)
     # fp32 dot over 128 dims and a 32-head sum of exact bf16/fp8 products: ~1e-6 relative.
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)

@@ -5,10 +5,11 @@ times W_UK) then 64 rope dims. The cache holds one shared entry per token, [num_
 page_size, 576] (latent c_kv then k_pe), bf16 or FP8 e4m3 with one per-tensor dequant scale.
 Scores are q_lat.c + q_pe.k_pe; values are the latent c itself, so the output is [B, H, 512]
 in latent space (the caller applies W_UV). Split-KV partials merge in reduce.merge_splits.
-One program holds every head of the rank (BLOCK_H = heads rounded up to a power of two, at
-least 16 for the MMA, at most MAX_BLOCK_H), so each latent tile is read from memory once per
-request and split, not once per 16-head block; the [BLOCK_H, 512] fp32 accumulator is spread
-over the program's warps by Triton's layout.
+One program holds up to BLOCK_H heads (the rank's heads rounded up to a power of two, at least
+16 for the MMA, capped by the arch table's BLOCK_H and MAX_BLOCK_H): with all heads in one
+program each latent tile is read from memory once per request and split, not once per 16-head
+block; the [BLOCK_H, 512] fp32 accumulator is spread over the program's warps by Triton's
+layout.
 The same kernel serves DSA sparse decode (SPARSE=True): keys come from a per-request list of
 token positions instead of the whole context (see dsa_decode.py).
 """
@@ -165,8 +166,9 @@ def _scalar(scale: float | torch.Tensor | None) -> float:
 
 def mla_block_h(cfg: dict, heads: int) -> int:
     """Heads per program: all of the rank's heads (power of two, >= 16 for the MMA), capped by
-    the table's BLOCK_H if it names one and by MAX_BLOCK_H."""
-    cap = min(int(cfg.get("BLOCK_H", MAX_BLOCK_H)), MAX_BLOCK_H)
+    the table's BLOCK_H (chosen per arch by the compile gate: where a [64, 512] fp32 accumulator
+    spills, a smaller block) and by MAX_BLOCK_H. A table without BLOCK_H keeps 16."""
+    cap = min(int(cfg.get("BLOCK_H", 16)), MAX_BLOCK_H)
     return max(16, min(cap, next_pow2(heads)))
 
 

@@ -266,6 +266,7 @@ def gqa_cases(arch: str) -> list[Case]:
                         ("LSE_PART", "*fp32"),
                     ),  # fmt: skip
                     ints=(
+                        ("seq_cap", 313 * page),
                         ("window", -1),
                         ("num_splits", 7),
                         ("stride_qb", 12 * d),
@@ -304,14 +305,19 @@ def gqa_cases(arch: str) -> list[Case]:
     return out
 
 
+MLA_HEADS = (8, 64)  # GLM-5.2 heads per rank: TP8 (64 / 8) and DP attention (all 64)
+
+
 def mla_cases(arch: str) -> list[Case]:
     """Dense MLA and DSA sparse decode (same kernel): GLM-5.2 latent 512 + rope 64, page 64;
-    8 heads per rank under TP8 and 64 under DP attention."""
+    8 heads per rank under TP8 and 64 under DP attention, BLOCK_H as the wrapper picks it."""
+    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+
     out = []
     for op, sparse in (("decode_mla", False), ("decode_dsa", True)):
         for cfg in _decode_configs(op, arch):
-            for heads in (8, 64):
-                block_h = min(int(cfg.get("BLOCK_H", 16)), max(16, heads))
+            for heads in MLA_HEADS:
+                block_h = mla_block_h(cfg, heads)
                 for kv in ("bf16", "fp8"):
                     kv_t, kv_b = _kv(arch, kv)
                     bn = int(cfg["BLOCK_N"])
@@ -322,6 +328,9 @@ def mla_cases(arch: str) -> list[Case]:
 
 def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
     d = 576
+    # Every head block re-reads the latent tile: count only the unique bytes (a program holding
+    # all heads reads each once; 16-head blocks of 64 heads would read it 4 times).
+    head_blocks = -(-heads // block_h)
     return Case(
         kernel="attn.dsa_decode" if sparse else "attn.mla_decode",
         module="sgl_kernel_rocm.attention.mla_decode",
@@ -336,8 +345,10 @@ def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case
             ("IDX", "*i32"),
             ("O_PART", "*fp32"),
             ("LSE_PART", "*fp32"),
+            ("KV_SCALE", "*fp32"),
         ),  # fmt: skip
         ints=(
+            ("seq_cap", 313 * 64),
             ("num_heads", heads),
             ("num_idx", 2048),
             ("num_splits", 7),
@@ -353,7 +364,7 @@ def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case
             ("stride_lb", heads * 7),
             ("stride_lh", 7),
         ),  # fmt: skip
-        floats=("qk_scale_log2", "kv_scale"),
+        floats=("qk_scale_log2",),
         constexprs=(
             ("PAGE", 64),
             ("D_LAT", 512),
@@ -366,7 +377,7 @@ def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case
         num_warps=int(cfg["num_warps"]),
         num_stages=int(cfg["num_stages"]),
         stream="kv",
-        stream_bytes_per_iter=bn * d * kv_b,
+        stream_bytes_per_iter=bn * d * kv_b // head_blocks,
     )
 
 
@@ -441,10 +452,10 @@ def reduce_cases(arch: str) -> list[Case]:
                     ("stride_ps", dv),
                     ("stride_lr", 7),
                     ("stride_or", dv),
+                    ("num_splits", 7),
                 ),  # fmt: skip
                 floats=(),
                 constexprs=(
-                    ("NUM_SPLITS", 7),
                     ("DV", dv),
                     ("BLOCK_S", 8),
                     ("BLOCK_DV", dv),

@@ -219,9 +219,29 @@ _SPLITS = {
     "M_LEQ_64": {"target_programs": 2, "min_split_tokens": 512},
     "any": {"target_programs": 1, "min_split_tokens": 1024},
 }
+# DSA attends 2,048 selected keys whatever the context: at batch 1 with every head in one program
+# the 256-token rule would leave 8 programs for the whole chip, so small batches split finer.
+_SPLITS_BY_OP = {
+    "decode_dsa": {
+        "M_LEQ_8": {"target_programs": 2, "min_split_tokens": 64},
+        "M_LEQ_64": {"target_programs": 2, "min_split_tokens": 256},
+        "any": {"target_programs": 1, "min_split_tokens": 1024},
+    },
+}
+_MLA_OPS = ("decode_mla", "decode_dsa")
 
 
-def attention_candidates() -> list[dict[str, int]]:
+def attention_candidates(op: str = "decode_gqa") -> list[dict[str, int]]:
+    """Tiles to compile. MLA/DSA also choose BLOCK_H, the most heads one program holds (all of
+    a rank's heads read the latent once; fewer re-read it but hold a smaller accumulator), with
+    one pipeline stage (the loop is bound by its MMAs and converts, not by load latency)."""
+    if op in _MLA_OPS:
+        return [
+            {"BLOCK_N": bn, "num_warps": w, "num_stages": 1, "BLOCK_H": bh}
+            for bn in (16, 32, 64)
+            for w in (4, 8)
+            for bh in (16, 32, 64)
+        ]
     return [
         {"BLOCK_N": bn, "num_warps": w, "num_stages": st}
         for bn in (16, 32, 64)
@@ -230,7 +250,24 @@ def attention_candidates() -> list[dict[str, int]]:
     ]
 
 
+def _mla_cases_for(op: str, arch: str, cfg: dict) -> list[C.Case]:
+    """The candidate at every GLM-5.2 head count per rank, bf16 and FP8 latent; stream bytes
+    are the unique latent bytes (C._mla_case divides by the head blocks that re-read them)."""
+    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+
+    out = []
+    for heads in C.MLA_HEADS:
+        for kv in ("bf16", "fp8"):
+            kv_t, kv_b = C._kv(arch, kv)
+            block_h = mla_block_h(cfg, heads)
+            out.append(C._mla_case(arch, op, op == "decode_dsa", cfg, heads, block_h, kv, kv_t,
+                                   kv_b, cfg["BLOCK_N"]))  # fmt: skip
+    return out
+
+
 def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
+    if op in _MLA_OPS:
+        return _mla_cases_for(op, arch, cfg)
     _, make = ATTN_OPS[op]
     sparse = op == "decode_dsa"
     out = []
@@ -264,7 +301,7 @@ def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
 def attention_table(
     op: str, arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
 ) -> dict:
-    cands = attention_candidates()
+    cands = attention_candidates(op)
     groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
     scores = evaluate(groups, jobs, progress)
     for _ in range(len(cands)):
@@ -282,6 +319,6 @@ def attention_table(
             "target_programs": s["target_programs"] * units,
             "min_split_tokens": s["min_split_tokens"],
         }  # fmt: skip
-        for bucket, s in _SPLITS.items()
+        for bucket, s in _SPLITS_BY_OP.get(op, _SPLITS).items()
     }
     return table

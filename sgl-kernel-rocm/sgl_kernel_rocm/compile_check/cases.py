@@ -164,11 +164,19 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
     gate = Case(
         kernel="moe.gate_up",
         fn="gate_up_swiglu_kernel",
-        pointers=tuple(ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")]
-                       + routing),  # fmt: skip
-        ints=(("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter), *ints,
-              ("stride_out", inter), ("stride_outq", inter // 2),
-              ("stride_outs", inter // 32)),  # fmt: skip
+        pointers=tuple(
+            ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")] + routing
+        ),  # fmt: skip
+        ints=(
+            ("n_slots", slots),
+            ("top_k", 8),
+            ("H", hidden),
+            ("INTER", inter),
+            *ints,
+            ("stride_out", inter),
+            ("stride_outq", inter // 2),
+            ("stride_outs", inter // 32),
+        ),  # fmt: skip
         constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
         stream_bytes_per_iter=2 * (bn * bk // 2 + bn * bk // 32),
         **base,
@@ -315,14 +323,36 @@ def mla_cases(arch: str) -> list[Case]:
 
     out = []
     for op, sparse in (("decode_mla", False), ("decode_dsa", True)):
-        for cfg in _decode_configs(op, arch):
-            for heads in MLA_HEADS:
-                block_h = mla_block_h(cfg, heads)
-                for kv in ("bf16", "fp8"):
-                    kv_t, kv_b = _kv(arch, kv)
-                    bn = int(cfg["BLOCK_N"])
-                    out.append(_mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t,
-                                         kv_b, bn))  # fmt: skip
+        for heads, kv, cfg in _mla_configs(op, arch):
+            block_h = mla_block_h(cfg, heads)
+            kv_t, kv_b = _kv(arch, kv)
+            bn = int(cfg["BLOCK_N"])
+            out.append(_mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn))
+    return out
+
+
+def _mla_configs(op: str, arch: str) -> list[tuple[int, str, dict]]:
+    """(heads, kv, config) the wrapper can launch: a `h{H}_d576_kv{16,fp8}` entry serves only
+    that head count and cache dtype, DEFAULT (or the heuristic) every other one."""
+    from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
+
+    table = _table(op, arch)
+    if table is None:
+        return [(h, kv, gpu_decode_heuristic(1)) for h in MLA_HEADS for kv in ("bf16", "fp8")]
+    named = {}
+    for key in table:
+        if key.startswith("h") and "_d576_kv" in key:
+            heads = int(key[1:].split("_")[0])
+            named[(heads, "fp8" if key.endswith("fp8") else "bf16")] = key
+    seen, out = set(), []
+    for heads in MLA_HEADS:
+        for kv in ("bf16", "fp8"):
+            key = named.get((heads, kv), "DEFAULT")
+            for cfg in table[key].values():
+                sig = json.dumps([heads, kv, cfg], sort_keys=True)
+                if sig not in seen:
+                    seen.add(sig)
+                    out.append((heads, kv, dict(cfg)))
     return out
 
 

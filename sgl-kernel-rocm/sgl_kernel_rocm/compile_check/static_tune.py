@@ -298,22 +298,22 @@ def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
     return uniq
 
 
-def attention_table(
-    op: str, arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
-) -> dict:
-    cands = attention_candidates(op)
-    groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
-    scores = evaluate(groups, jobs, progress)
+def _pick_passing(arch, cands, groups, scores, also, jobs, what: str) -> dict:
+    """Best candidate that passes the gate here and under the Triton(s) in `also`."""
+    scores = dict(scores)
     for _ in range(len(cands)):
         cfg = pick(arch, cands, scores, lambda c: 1.0)
         if cfg is None:
-            raise RuntimeError(f"{op} on {arch}: no candidate passes the gate")
+            raise RuntimeError(f"{what} on {arch}: no candidate passes the gate")
         if not _failing_elsewhere(groups[_name(cfg)], also, jobs):
-            break
+            return cfg
         scores[_name(cfg)] = (False, 0.0, ["fails under another Triton"])
+    raise RuntimeError(f"{what} on {arch}: no candidate passes the gate")
+
+
+def _buckets(op: str, arch: str, cfg: dict) -> dict[str, dict]:
     units = ARCHS[arch]["units"]
-    table: dict[str, Any] = {"_meta": meta(arch, "attention", also)}
-    table["DEFAULT"] = {
+    return {
         bucket: cfg
         | {
             "target_programs": s["target_programs"] * units,
@@ -321,4 +321,32 @@ def attention_table(
         }  # fmt: skip
         for bucket, s in _SPLITS_BY_OP.get(op, _SPLITS).items()
     }
+
+
+def attention_table(
+    op: str, arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
+) -> dict:
+    """The op's table. MLA/DSA get one tile per head count: DEFAULT from the TP8 shape (8 heads
+    per rank, and any count the table does not name) and `h64_d576_kv{16,fp8}` entries for DP
+    attention (all 64 heads), each the best at its own shape rather than a compromise."""
+    cands = attention_candidates(op)
+    groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
+    scores = evaluate(groups, jobs, progress)
+    table: dict[str, Any] = {"_meta": meta(arch, "attention", also)}
+    if op not in _MLA_OPS:
+        table["DEFAULT"] = _buckets(op, arch, _pick_passing(arch, cands, groups, scores, also,
+                                                             jobs, op))  # fmt: skip
+        return table
+    small, *wide = C.MLA_HEADS
+    sub = {n: [c for c in cs if f":h{small}_" in c.label] for n, cs in groups.items()}
+    sub_scores = evaluate(sub, jobs, progress)
+    table["DEFAULT"] = _buckets(op, arch, _pick_passing(arch, cands, sub, sub_scores, also, jobs,
+                                                        f"{op} h{small}"))  # fmt: skip
+    for heads in wide:
+        for kv, tag in (("bf16", "16"), ("fp8", "fp8")):
+            sub = {n: [c for c in cs if c.label.startswith(f"kv{kv}:h{heads}_")]
+                   for n, cs in groups.items()}  # fmt: skip
+            sub_scores = evaluate(sub, jobs, progress)
+            cfg = _pick_passing(arch, cands, sub, sub_scores, also, jobs, f"{op} h{heads} {kv}")
+            table[f"h{heads}_d576_kv{tag}"] = _buckets(op, arch, cfg)
     return table

@@ -92,8 +92,15 @@ def test_gqa_decode_rejects_bad_shapes():
     q, k, v, bt, seq = _case(1, 16, 4, torch.bfloat16, [10])
     with pytest.raises(ValueError, match="multiple"):
         gqa_decode(q[:, :7], k, v, bt, seq)
-    with pytest.raises(ValueError, match="longer"):
-        gqa_decode(q, k, v, bt, seq + 1000)
+    with pytest.raises(ValueError, match="max_seq_len=1010 is outside"):
+        gqa_decode(q, k, v, bt, seq + 1000, max_seq_len=1010)
+    with pytest.raises(ValueError, match="num_splits=65"):
+        gqa_decode(q, k, v, bt, seq, num_splits=65)
+    # Device lengths are never read on the host: one past what its block-table row addresses is
+    # clamped in the kernel to the row (no read beyond it), equal to the clamped reference.
+    cap = torch.full_like(seq, bt.shape[1] * k.shape[1])
+    out = gqa_decode(q, k, v, bt, seq + 1000)
+    _check(out, gqa_decode_ref(q, k, v, bt, cap))
 
 
 def test_merge_splits_matches_reference_including_empty_splits():

@@ -61,6 +61,30 @@ def test_mla_decode_odd_head_count_and_lse():
     torch.testing.assert_close(lse[1].double(), torch.logsumexp(s * 0.05, -1), atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("heads", "block_h"), [(64, 64), (20, 32), (64, 32)], ids=["h64-all", "h20-masked", "h64-2blk"]
+)
+def test_mla_and_dsa_with_wide_head_blocks(monkeypatch, heads, block_h):
+    """The GPU tables hold up to 64 heads per program (GLM-5.2 DP attention reads the latent
+    once): the same kernel at those BLOCK_H values, padded rows masked, dense and sparse."""
+    import importlib
+
+    mla_mod = importlib.import_module("sgl_kernel_rocm.attention.mla_decode")
+    real = mla_mod.resolve_config
+    monkeypatch.setattr(mla_mod, "resolve_config", lambda *a: {**real(*a), "BLOCK_H": block_h})
+    assert mla_mod.mla_block_h({"BLOCK_H": block_h}, heads) == min(
+        block_h, 64 if heads > 32 else 32
+    )
+    g, kv, bt, seq = _cache(heads + block_h, 16, [37, 130], torch.float8_e4m3fn)
+    q = torch.randn(2, heads, D_QK, generator=g).to(torch.bfloat16)
+    out = torch.full((2, heads, 512), float("nan"), dtype=torch.bfloat16)
+    mla_decode(q, kv, bt, seq, kv_scale=0.5, num_splits=2, out=out)
+    _check(out, mla_decode_ref(q, kv, bt, seq, kv_scale=0.5))
+    idx = torch.randint(-1, 140, (2, 48), generator=g, dtype=torch.int32)
+    sparse = dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.5)
+    _check(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.5))
+
+
 @pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("splits", [1, 4])
 @pytest.mark.parametrize("page", [1, 64])
@@ -91,9 +115,13 @@ def test_dsa_indexer_scores_and_topk(page):
     k_scale = torch.rand(k.shape[:2], generator=g) + 0.05  # per-token FP8 scale
     q = torch.randn(3, 32, 128, generator=g).to(torch.bfloat16)
     w = torch.randn(3, 32, generator=g) * 128**-0.5
-    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq)
+    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(lens))
     ref = dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
+    # Without a host max length the width is the block table's capacity, -inf past each length.
+    wide = dsa_indexer_scores(q, w, k, k_scale, bt, seq)
+    assert wide.shape == (3, bt.shape[1] * page)
+    assert torch.equal(wide[:, : max(lens)], scores) and torch.isinf(wide[:, max(lens) :]).all()
     fin = torch.isfinite(ref)
     # fp32 dot over 128 dims and a 32-head sum of exact bf16/fp8 products: ~1e-6 relative.
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)

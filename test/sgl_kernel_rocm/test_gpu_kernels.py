@@ -366,7 +366,7 @@ def test_dsa_indexer_scores_and_topk(page):
     k_scale = (torch.rand(k.shape[:2], generator=g) + 0.05).to(DEVICE)  # per-token FP8 scale
     q = torch.randn(len(IDX_LENS), 32, 128, generator=g).to(torch.bfloat16).to(DEVICE)
     w = (torch.randn(len(IDX_LENS), 32, generator=g) * 128**-0.5).to(DEVICE)
-    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq).cpu()
+    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(IDX_LENS)).cpu()
     # The reference builds its output on the CPU: give it CPU inputs.
     ref = dsa_indexer_scores_ref(q.cpu(), w.cpu(), k.cpu(), k_scale.cpu(), bt.cpu(), seq.cpu())
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"

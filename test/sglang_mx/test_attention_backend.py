@@ -50,76 +50,172 @@ class _TokenPool:
         self.v[loc] = cache_v.view(-1, *self.v.shape[1:]).to(self.v.dtype)
 
 
-@pytest.mark.parametrize("window", [-1, 7])
-def test_decode_matches_torch_native(sglang_ready, window):
-    from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+class _Setup:
+    """SGLang's token-level pool with 4 request rows, a 3-request decode batch and a layer."""
 
-    g = torch.Generator().manual_seed(0)
-    hq, hkv, d, size = 8, 2, 64, 600
-    seq_lens = torch.tensor([1, 33, 150])
-    req_to_token = torch.zeros(4, 256, dtype=torch.int32)
-    slots = torch.randperm(size - 1, generator=g)[: int(seq_lens.sum())] + 1  # slot 0 = padding
-    req_pool_indices = torch.tensor([2, 0, 3])
-    start = 0
-    for r, n in zip(req_pool_indices.tolist(), seq_lens.tolist(), strict=True):
-        req_to_token[r, :n] = slots[start : start + n].to(torch.int32)
-        start += n
-    out_cache_loc = req_to_token[req_pool_indices, seq_lens - 1].long()
-    k_pool = torch.randn(size, hkv, d, generator=g).to(torch.bfloat16)
-    v_pool = torch.randn(size, hkv, d, generator=g).to(torch.bfloat16)
-    q = torch.randn(3, hq * d, generator=g).to(torch.bfloat16)
-    k_new = torch.randn(3, hkv * d, generator=g).to(torch.bfloat16)
-    v_new = torch.randn(3, hkv * d, generator=g).to(torch.bfloat16)
+    def __init__(self, window: int, seed: int = 0) -> None:
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    def runner(pool):
+        g = torch.Generator().manual_seed(seed)
+        hq, hkv, d, size = 8, 2, 64, 600
+        self.hq, self.d = hq, d
+        self.seq_lens = torch.tensor([1, 33, 150])
+        self.req_to_token = torch.zeros(4, 256, dtype=torch.int32)
+        n_tok = int(self.seq_lens.sum())
+        slots = torch.randperm(size - 1, generator=g)[:n_tok] + 1  # slot 0 = padding
+        self.req_pool_indices = torch.tensor([2, 0, 3])
+        start = 0
+        for r, n in zip(self.req_pool_indices.tolist(), self.seq_lens.tolist(), strict=True):
+            self.req_to_token[r, :n] = slots[start : start + n].to(torch.int32)
+            start += n
+        self.k_pool = torch.randn(size, hkv, d, generator=g).to(torch.bfloat16)
+        self.v_pool = torch.randn(size, hkv, d, generator=g).to(torch.bfloat16)
+        self.q = torch.randn(3, hq * d, generator=g).to(torch.bfloat16)
+        self.k_new = torch.randn(3, hkv * d, generator=g).to(torch.bfloat16)
+        self.v_new = torch.randn(3, hkv * d, generator=g).to(torch.bfloat16)
+        self.layer = types.SimpleNamespace(
+            layer_id=0,
+            tp_q_head_num=hq,
+            tp_k_head_num=hkv,
+            qk_head_dim=d,
+            v_head_dim=d,
+            scaling=d**-0.5,
+            sliding_window_size=window,
+            logit_cap=0.0,
+            is_cross_attention=False,
+            k_scale=None,
+            v_scale=None,
+        )
+        self.mode = ForwardMode.DECODE
+
+    def batch(self, req_pool_indices, seq_lens):
+        return types.SimpleNamespace(
+            forward_mode=self.mode,
+            batch_size=len(req_pool_indices),
+            req_pool_indices=req_pool_indices,
+            seq_lens=seq_lens,
+            seq_lens_cpu=seq_lens.clone(),  # SGLang's host copy (a CPU tensor on a GPU box too)
+            out_cache_loc=self.req_to_token[req_pool_indices, seq_lens - 1].long(),
+            encoder_lens=None,
+            encoder_out_cache_loc=None,
+        )
+
+    def runner(self, pool):
         return types.SimpleNamespace(
             device="cpu",
-            req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token),
+            req_to_token_pool=types.SimpleNamespace(req_to_token=self.req_to_token),
             token_to_kv_pool=pool,
             use_mla_backend=False,
         )
 
-    layer = types.SimpleNamespace(
-        layer_id=0,
-        tp_q_head_num=hq,
-        tp_k_head_num=hkv,
-        qk_head_dim=d,
-        v_head_dim=d,
-        scaling=d**-0.5,
-        sliding_window_size=window,
-        logit_cap=0.0,
-        is_cross_attention=False,
-        k_scale=None,
-        v_scale=None,
-    )
-    batch = types.SimpleNamespace(
-        forward_mode=ForwardMode.DECODE,
-        req_pool_indices=req_pool_indices,
-        seq_lens=seq_lens,
-        out_cache_loc=out_cache_loc,
-        encoder_lens=None,
-        encoder_out_cache_loc=None,
-    )
-    ref_pool = _TokenPool(k_pool.clone(), v_pool.clone())
-    ref_backend = TorchNativeAttnBackend(runner(ref_pool))
-    ref_backend.init_forward_metadata(batch)
-    ref = ref_backend.forward_decode(q, k_new, v_new, layer, batch)
+    def reference(self):
+        from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 
-    ours_pool = _TokenPool(k_pool.clone(), v_pool.clone())
-    from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
+        pool = _TokenPool(self.k_pool.clone(), self.v_pool.clone())
+        batch = self.batch(self.req_pool_indices, self.seq_lens)
+        ref_backend = TorchNativeAttnBackend(self.runner(pool))
+        ref_backend.init_forward_metadata(batch)
+        return ref_backend.forward_decode(self.q, self.k_new, self.v_new, self.layer, batch), pool
 
-    ours = ATTENTION_BACKENDS["mx_triton"](runner(ours_pool))
-    ours.init_forward_metadata(batch)
-    out = ours.forward_decode(q, k_new, v_new, layer, batch)
+    def ours(self):
+        from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
 
-    assert torch.equal(ours_pool.k, ref_pool.k) and torch.equal(ours_pool.v, ref_pool.v)
+        pool = _TokenPool(self.k_pool.clone(), self.v_pool.clone())
+        return ATTENTION_BACKENDS["mx_triton"](self.runner(pool)), pool
+
+
+def _close(out: torch.Tensor, ref: torch.Tensor) -> None:
     assert out.shape == ref.shape and out.dtype == ref.dtype
     # torch_native runs SDPA in bf16 on CPU (internal fp32 math, bf16 result), ours computes in
     # fp32 and stores bf16 by truncation in the interpreter: each side is within one bf16 ulp
     # (2^-7 relative to the largest value) of the exact result.
     tol = 2 * 2.0**-7 * ref.float().abs().max().item()
     assert (out.float() - ref.float()).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("window", [-1, 7])
+def test_decode_matches_torch_native_without_host_sync(sglang_ready, window):
+    from sglang_mx.testing.host_sync import forbid_host_sync
+
+    st = _Setup(window)
+    ref, ref_pool = st.reference()
+    ours, pool = st.ours()
+    batch = st.batch(st.req_pool_indices, st.seq_lens)
+    # The whole decode step (metadata + layer) reads no device value on the host; only SGLang's
+    # host-side seq_lens_cpu may be read.
+    with forbid_host_sync(host=[batch.seq_lens_cpu]):
+        ours.init_forward_metadata(batch)
+        out = ours.forward_decode(st.q, st.k_new, st.v_new, st.layer, batch)
+    assert ours.max_seq_len == 150  # planned from the host copy, not the device tensor
+    assert torch.equal(pool.k, ref_pool.k) and torch.equal(pool.v, ref_pool.v)
+    _close(out, ref)
+
+
+class _GridSpy:
+    """Stands in for the GQA kernel object: records each launch's grid and the addresses of the
+    block table / seq_lens it is given, then launches the real kernel."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel, self.launches = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append((tuple(grid), args[3].data_ptr(), args[4].data_ptr()))
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+def test_cuda_graph_buffers_and_launch_shape_are_fixed_across_replays(sglang_ready, monkeypatch):
+    """What CUDA graphs need, checked on CPU: capture at bs=4, then 'replays' of a 3- and a
+    2-request batch padded to 4 reuse the same block-table / seq_lens addresses and the same
+    launch grid, read no device value on the host, and match torch_native on the real rows."""
+    import importlib
+
+    from sglang_mx.testing.host_sync import forbid_host_sync
+
+    gqa_file = importlib.import_module("sgl_kernel_rocm.attention.gqa_decode")
+    spy = _GridSpy(gqa_file._gqa_decode_split_kernel)
+    monkeypatch.setattr(gqa_file, "_gqa_decode_split_kernel", spy)
+
+    st = _Setup(-1, seed=1)
+    ours, pool = st.ours()
+    ours.init_cuda_graph_state(max_bs=8, max_num_tokens=8)
+    bt_buf, seq_buf = ours.cuda_graph_block_table, ours.cuda_graph_seq_lens
+    assert bt_buf.shape == (8, st.req_to_token.shape[1]) and seq_buf.shape == (8,)
+    fill = ours.get_cuda_graph_seq_len_fill_value()
+
+    # The runner's static inputs for graph bs=4 (refilled in place before every replay).
+    static_idx = torch.zeros(4, dtype=torch.int64)
+    static_seq = torch.full((4,), fill, dtype=torch.int64)
+    q4 = torch.zeros(4, st.hq * st.d, dtype=torch.bfloat16)
+    k4 = torch.zeros(4, st.k_new.shape[1], dtype=torch.bfloat16)
+    v4 = torch.zeros_like(k4)
+
+    def step(n_real: int, in_capture: bool):
+        static_idx.zero_()
+        static_seq.fill_(fill)
+        static_idx[:n_real] = st.req_pool_indices[:n_real]
+        static_seq[:n_real] = st.seq_lens[:n_real]
+        q4.zero_()
+        q4[:n_real] = st.q[:n_real]
+        k4[:n_real], v4[:n_real] = st.k_new[:n_real], st.v_new[:n_real]
+        batch = st.batch(static_idx, static_seq)
+        batch.out_cache_loc[n_real:] = 0  # padded rows write SGLang's padding slot 0
+        with forbid_host_sync():
+            ours.init_forward_metadata_out_graph(batch, in_capture=in_capture)
+            ours.init_forward_metadata_in_graph(batch)
+            return ours.forward_decode(q4, k4, v4, st.layer, batch)[:n_real]
+
+    step(3, in_capture=True)  # capture
+    captured = spy.launches[-1]
+    assert captured[1] == bt_buf.data_ptr() and captured[2] == seq_buf.data_ptr()
+    ref, _ = st.reference()
+    for n_real in (3, 2):  # replays of different real batch sizes
+        out = step(n_real, in_capture=False)
+        assert spy.launches[-1] == captured, "launch grid or buffer address changed on replay"
+        _close(out, ref[:n_real])
+    assert ours.cuda_graph_block_table.data_ptr() == bt_buf.data_ptr()
 
 
 PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "def fibonacci(n):"]

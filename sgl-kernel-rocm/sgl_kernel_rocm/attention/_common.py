@@ -1,4 +1,10 @@
-"""Shared plumbing for the decode-attention kernels: launch configs, split planning, scales."""
+"""Shared plumbing for the decode-attention kernels: launch configs, split planning, scales.
+
+No host syncs: nothing here reads a device tensor's value on the host (no .item(), int(),
+bool(), .tolist() of a tensor). Sizes come from shapes or from a host-side `max_seq_len` the
+caller already holds (SGLang: forward_batch.seq_lens_cpu); without one, the block table's
+capacity (its row width x page size) bounds the context, which is a shape, not a value.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from sgl_kernel_rocm.tuning import get_config
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
-MAX_SPLITS = 64
+MAX_SPLITS = 64  # bound of the runtime split count (the merge kernel's constexpr tile)
 
 
 def interpreting() -> bool:
@@ -60,17 +66,46 @@ def resolve_config(op: str, batch: int, shape_key: str) -> dict[str, Any]:
 
 
 def plan_splits(cfg: dict[str, Any], programs_per_split: int, max_len: int) -> int:
-    """Flash-decoding split count: enough programs to fill the GPU, but never tiny splits."""
+    """Flash-decoding split count: enough programs to fill the GPU, but never tiny splits.
+
+    `max_len` is a host int (an upper bound of the longest context, or the sparse list length);
+    a split that gets no token writes lse = -inf and the merge ignores it.
+    """
     want = -(-int(cfg["target_programs"]) // max(1, programs_per_split))
-    cap = max(1, -(-max_len // int(cfg["min_split_tokens"])))
+    cap = max(1, -(-int(max_len) // int(cfg["min_split_tokens"])))
     return int(max(1, min(want, cap, MAX_SPLITS)))
 
 
+def context_bound(block_table: torch.Tensor, page_size: int, max_seq_len: int | None) -> int:
+    """Longest context to plan for, from host data only: the caller's `max_seq_len` when given
+    (checked against what a block-table row can address), else the row's capacity."""
+    capacity = int(block_table.shape[1]) * int(page_size)
+    if max_seq_len is None:
+        return capacity
+    if max_seq_len < 0 or max_seq_len > capacity:
+        raise ValueError(
+            f"max_seq_len={max_seq_len} is outside [0, {capacity}] (block_table row width "
+            f"{block_table.shape[1]} x page size {page_size})"
+        )
+    return int(max_seq_len)
+
+
+def check_splits(num_splits: int | None) -> None:
+    if num_splits is not None and not 1 <= int(num_splits) <= MAX_SPLITS:
+        raise ValueError(f"num_splits={num_splits} is outside [1, {MAX_SPLITS}]")
+
+
 def scale_vector(scale: float | torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
-    """Dequant scales as an fp32 vector of length n (one per KV head); None means 1.0."""
+    """Dequant scales as an fp32 vector of length n (one per KV head); None means 1.0.
+
+    A python number becomes a device fill (no host-to-device copy that could wait on the
+    stream); a tensor is used where it lives.
+    """
     if scale is None:
         return torch.ones(n, dtype=torch.float32, device=device)
-    t = torch.as_tensor(scale, dtype=torch.float32, device=device).reshape(-1)
+    if not isinstance(scale, torch.Tensor):
+        return torch.full((n,), float(scale), dtype=torch.float32, device=device)
+    t = scale.to(device=device, dtype=torch.float32).reshape(-1)
     if t.numel() == 1:
         return t.expand(n).contiguous()
     if t.numel() != n:
@@ -87,5 +122,5 @@ def check_block_table(block_table: torch.Tensor, seq_lens: torch.Tensor, page_si
         )
     if block_table.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"block_table must be int32/int64, got {block_table.dtype}")
-    if seq_lens.numel() and int(seq_lens.max()) > block_table.shape[1] * page_size:
-        raise ValueError("a sequence is longer than its block_table row can address")
+    # Lengths are device values: they are not read here (a host sync per layer, and CUDA
+    # graphs cannot capture one). context_bound() checks a host-side max_seq_len instead.

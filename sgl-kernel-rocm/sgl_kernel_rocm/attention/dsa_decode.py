@@ -25,8 +25,11 @@ def dsa_sparse_decode(
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
     return_lse: bool = False,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Sparse absorbed-MLA decode of q [B, H, 512+64] over `indices` [B, K] -> [B, H, 512]."""
+    """Sparse absorbed-MLA decode of q [B, H, 512+64] over `indices` [B, K] -> [B, H, 512].
+
+    No host sync; the split plan uses K (and `max_seq_len`, a host int, when shorter)."""
     if indices.dim() != 2 or indices.shape[0] != q.shape[0]:
         raise ValueError(f"indices must be [batch={q.shape[0]}, top_k], got {tuple(indices.shape)}")
     if indices.dtype not in (torch.int32, torch.int64) or indices.stride(-1) != 1:
@@ -43,6 +46,7 @@ def dsa_sparse_decode(
         num_splits=num_splits,
         out=out,
         return_lse=return_lse,
+        max_seq_len=max_seq_len,
     )
 
 

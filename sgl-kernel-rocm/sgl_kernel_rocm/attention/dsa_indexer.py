@@ -15,6 +15,7 @@ import triton.language as tl
 
 from sgl_kernel_rocm.attention._common import (
     check_block_table,
+    context_bound,
     interpreting,
     next_pow2,
     resolve_config,
@@ -89,7 +90,11 @@ def dsa_indexer_scores(
     seq_lens: torch.Tensor,
     max_len: int | None = None,
 ) -> torch.Tensor:
-    """Index scores [B, max_len] (fp32; -inf past each seq_len) for q [B, Hi, 128]."""
+    """Index scores [B, L] (fp32; -inf past each seq_len) for q [B, Hi, 128].
+
+    L = `max_len` (a host int >= every seq_lens entry, e.g. max of SGLang's seq_lens_cpu) or,
+    without it, the block table's capacity (row width x page size): no host sync either way.
+    """
     if k_cache.dim() == 2:
         k_cache, k_scale = k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
     batch, hi, d = q.shape
@@ -102,7 +107,7 @@ def dsa_indexer_scores(
     if k_scale.shape != k_cache.shape[:2]:
         raise ValueError(f"k_scale must be [num_pages, page_size], got {tuple(k_scale.shape)}")
     check_block_table(block_table, seq_lens, page_size)
-    max_len = int(seq_lens.max()) if max_len is None and batch else (max_len or 0)
+    max_len = context_bound(block_table, page_size, max_len) if batch else 0
     cfg = resolve_config("decode_dsa_indexer", batch, f"hi{hi}_d{d}")
     out = torch.empty(batch, max(max_len, 1), dtype=torch.float32, device=q.device)
     block_n = int(cfg["BLOCK_N"])
@@ -157,9 +162,12 @@ def dsa_indexer(
     block_table: torch.Tensor,
     seq_lens: torch.Tensor,
     top_k: int = 2048,
+    *,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor:
-    """Top-k token positions [B, top_k] (int32, -1 padded) for the sparse decode."""
-    scores = dsa_indexer_scores(q, weights, k_cache, k_scale, block_table, seq_lens)
+    """Top-k token positions [B, top_k] (int32, -1 padded) for the sparse decode; no host sync
+    (`max_seq_len` as in dsa_indexer_scores)."""
+    scores = dsa_indexer_scores(q, weights, k_cache, k_scale, block_table, seq_lens, max_seq_len)
     return select_topk(scores, seq_lens, top_k)
 
 

@@ -17,6 +17,8 @@ from sgl_kernel_rocm.attention._common import (
     LN2,
     LOG2E,
     check_block_table,
+    check_splits,
+    context_bound,
     interpreting,
     next_pow2,
     plan_splits,
@@ -38,6 +40,7 @@ def _gqa_decode_split_kernel(
     O_PART,
     LSE_PART,
     qk_scale_log2,
+    seq_cap,
     window,
     num_splits,
     stride_qb,
@@ -67,7 +70,8 @@ def _gqa_decode_split_kernel(
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
-    seq_len = tl.load(SEQ + b).to(tl.int32)
+    # seq_cap = what a block-table row addresses: a bad length cannot read past the row.
+    seq_len = tl.minimum(tl.load(SEQ + b).to(tl.int32), seq_cap)
     start = tl.where(window >= 0, tl.maximum(seq_len - 1 - window, 0), 0)
     per_split = tl.cdiv(seq_len - start, num_splits)
     lo = start + split * per_split
@@ -157,8 +161,13 @@ def gqa_decode(
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
     return_lse: bool = False,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention of q [B, Hq, D] over a paged KV cache; returns [B, Hq, Dv] in q.dtype.
+
+    No host sync: `max_seq_len` (a host int >= every seq_lens entry, e.g. max of SGLang's
+    seq_lens_cpu) sizes the split plan; without it the block table's capacity does. With a fixed
+    `num_splits` the launch shape depends on shapes only (CUDA-graph capturable).
 
     With return_lse, also returns the natural-log log-sum-exp of the scores [B, Hq] (fp32), so
     callers can merge with other attention pieces (e.g. a prefix computed elsewhere).
@@ -176,13 +185,15 @@ def gqa_decode(
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1 or q.stride(-1) != 1:
         raise ValueError("q, k_cache and v_cache need a contiguous last dim")
     check_block_table(block_table, seq_lens, page_size)
+    check_splits(num_splits)
+    cap = block_table.shape[1] * page_size
     group = hq // hkv
     sm_scale = d**-0.5 if sm_scale is None else sm_scale
     window = -1 if sliding_window is None or sliding_window < 0 else int(sliding_window)
 
     kv_tag = "fp8" if k_cache.dtype == torch.float8_e4m3fn else "16"
     cfg = resolve_config("decode_gqa", batch, f"hq{hq}_hkv{hkv}_d{d}_kv{kv_tag}")
-    max_len = int(seq_lens.max()) if batch else 0
+    max_len = context_bound(block_table, page_size, max_seq_len)
     if window >= 0:
         max_len = min(max_len, window + 1)
     splits = num_splits or plan_splits(cfg, batch * hkv, max_len)
@@ -211,6 +222,7 @@ def gqa_decode(
             o_part,
             lse_part,
             sm_scale * LOG2E,
+            cap,
             window,
             splits,
             q.stride(0),
@@ -242,12 +254,20 @@ def gqa_decode(
     lse = lse_part[..., 0] if splits == 1 else None
     if not direct and batch:
         lse = torch.empty(batch, hq, dtype=torch.float32, device=q.device) if return_lse else None
+        # A strided `out` (e.g. a view into a wider buffer) gets the merged rows copied in.
+        dst = (
+            out
+            if out.is_contiguous()
+            else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+        )
         merge_splits(
             o_part.view(batch * hq, splits, dv),
             lse_part.view(batch * hq, splits),
-            out.view(batch * hq, dv) if out.is_contiguous() else out.reshape(-1, dv),
+            dst.view(batch * hq, dv),
             lse.view(-1) if lse is not None else None,
         )
+        if dst is not out:
+            out.copy_(dst)
     if return_lse:
         return out, (lse if lse is not None else lse_part[..., 0]) * LN2
     return out

@@ -5,6 +5,11 @@ times W_UK) then 64 rope dims. The cache holds one shared entry per token, [num_
 page_size, 576] (latent c_kv then k_pe), bf16 or FP8 e4m3 with one per-tensor dequant scale.
 Scores are q_lat.c + q_pe.k_pe; values are the latent c itself, so the output is [B, H, 512]
 in latent space (the caller applies W_UV). Split-KV partials merge in reduce.merge_splits.
+One program holds up to BLOCK_H heads (the rank's heads rounded up to a power of two, at least
+16 for the MMA, capped by the arch table's BLOCK_H and MAX_BLOCK_H): with all heads in one
+program each latent tile is read from memory once per request and split, not once per 16-head
+block; the [BLOCK_H, 512] fp32 accumulator is spread over the program's warps by Triton's
+layout.
 The same kernel serves DSA sparse decode (SPARSE=True): keys come from a per-request list of
 token positions instead of the whole context (see dsa_decode.py).
 """
@@ -19,10 +24,13 @@ from sgl_kernel_rocm.attention._common import (
     LN2,
     LOG2E,
     check_block_table,
+    check_splits,
+    context_bound,
     interpreting,
     next_pow2,
     plan_splits,
     resolve_config,
+    scale_vector,
 )
 from sgl_kernel_rocm.attention.reduce import merge_splits
 
@@ -39,8 +47,9 @@ def _mla_decode_split_kernel(
     IDX,
     O_PART,
     LSE_PART,
+    KV_SCALE,
     qk_scale_log2,
-    kv_scale,
+    seq_cap,
     num_heads,
     num_idx,
     num_splits,
@@ -66,7 +75,8 @@ def _mla_decode_split_kernel(
     b = tl.program_id(0)
     hb = tl.program_id(1)
     split = tl.program_id(2)
-    seq_len = tl.load(SEQ + b).to(tl.int32)
+    # seq_cap = what a block-table row addresses: a bad length cannot read past the row.
+    seq_len = tl.minimum(tl.load(SEQ + b).to(tl.int32), seq_cap)
     # Dense: iterate context positions; sparse: iterate slots of the index list.
     n_items = num_idx if SPARSE else seq_len
     per_split = tl.cdiv(n_items, num_splits)
@@ -84,6 +94,7 @@ def _mla_decode_split_kernel(
         # The interpreter's bf16 tl.dot is wrong (triton #11584): do the math in fp32.
         q_lat = q_lat.to(tl.float32)
         q_pe = q_pe.to(tl.float32)
+    kv_scale = tl.load(KV_SCALE)
     score_scale = qk_scale_log2 * kv_scale
 
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
@@ -132,13 +143,33 @@ def _mla_decode_split_kernel(
     tl.store(LSE_PART + b * stride_lb + heads * stride_lh + split, lse, mask=h_mask)
 
 
+MAX_BLOCK_H = 64  # heads one program holds; more heads take several head blocks
+
+
+def _scale_tensor(scale: float | torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    """The per-tensor dequant scale as a 1-element fp32 device tensor (read by the kernel, so a
+    device-resident scale is never copied to the host)."""
+    if isinstance(scale, torch.Tensor) and scale.numel() != 1:
+        raise ValueError("MLA FP8 latent caches take one per-tensor scale")
+    return scale_vector(scale, 1, device)
+
+
 def _scalar(scale: float | torch.Tensor | None) -> float:
+    """Host value of the scale, for the float64 references only."""
     if scale is None:
         return 1.0
     t = torch.as_tensor(scale)
     if t.numel() != 1:
         raise ValueError("MLA FP8 latent caches take one per-tensor scale")
     return float(t)
+
+
+def mla_block_h(cfg: dict, heads: int) -> int:
+    """Heads per program: all of the rank's heads (power of two, >= 16 for the MMA), capped by
+    the table's BLOCK_H (chosen per arch by the compile gate: where a [64, 512] fp32 accumulator
+    spills, a smaller block) and by MAX_BLOCK_H. A table without BLOCK_H keeps 16."""
+    cap = min(int(cfg.get("BLOCK_H", 16)), MAX_BLOCK_H)
+    return max(16, min(cap, next_pow2(heads)))
 
 
 def mla_launch(
@@ -154,8 +185,10 @@ def mla_launch(
     num_splits: int | None,
     out: torch.Tensor | None,
     return_lse: bool,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Shared launcher of the dense (indices=None) and sparse MLA decode paths."""
+    """Shared launcher of the dense (indices=None) and sparse MLA decode paths. Reads no
+    device value on the host (see _common.py)."""
     if kv_cache.dim() == 2:
         kv_cache = kv_cache.unsqueeze(1)
     batch, heads, d = q.shape
@@ -169,17 +202,20 @@ def mla_launch(
     if q.stride(-1) != 1 or kv_cache.stride(-1) != 1:
         raise ValueError("q and kv_cache need a contiguous last dim")
     check_block_table(block_table, seq_lens, page_size)
+    check_splits(num_splits)
+    cap = block_table.shape[1] * page_size
+    bound = context_bound(block_table, page_size, max_seq_len)
     sm_scale = (192 + ROPE_DIM) ** -0.5 if sm_scale is None else sm_scale
     kv_tag = "fp8" if kv_cache.dtype == torch.float8_e4m3fn else "16"
     cfg = resolve_config(op, batch, f"h{heads}_d{d}_kv{kv_tag}")
-    block_h = min(int(cfg.get("BLOCK_H", 16)), max(16, next_pow2(heads)))
+    block_h = mla_block_h(cfg, heads)
     head_blocks = -(-heads // block_h)
     if indices is not None:
         num_idx = indices.shape[1]
-        work = num_idx
+        work = min(num_idx, bound)
     else:
         num_idx = 0
-        work = int(seq_lens.max()) if batch else 0
+        work = bound
     splits = num_splits or plan_splits(cfg, batch * head_blocks, work)
 
     if out is None:
@@ -201,8 +237,9 @@ def mla_launch(
             idx,
             o_part,
             lse_part,
+            _scale_tensor(kv_scale, q.device),
             sm_scale * LOG2E,
-            _scalar(kv_scale),
+            cap,
             heads,
             num_idx,
             splits,
@@ -252,10 +289,14 @@ def mla_decode(
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
     return_lse: bool = False,
+    max_seq_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Absorbed MLA decode: q [B, H, 512+64] over a paged latent cache -> [B, H, 512].
 
-    sm_scale defaults to GLM-5's 1/sqrt(qk_nope + qk_rope) = 1/sqrt(256).
+    sm_scale defaults to GLM-5's 1/sqrt(qk_nope + qk_rope) = 1/sqrt(256). `max_seq_len` (a host
+    int >= every seq_lens entry, e.g. max of SGLang's seq_lens_cpu) sizes the split plan; without
+    it the block table's capacity does. No host sync either way; CUDA-graph capturable with a
+    fixed `num_splits`.
     """
     return mla_launch(
         q,
@@ -269,6 +310,7 @@ def mla_decode(
         num_splits=num_splits,
         out=out,
         return_lse=return_lse,
+        max_seq_len=max_seq_len,
     )
 
 

@@ -1,6 +1,8 @@
 """Split-KV (flash-decoding) reduce: merge per-split partial outputs by their log-sum-exp.
 
-Partials are normalized per split; lse is in log2 units (the kernels use exp2). A split that saw
+Partials are normalized per split; lse is in log2 units (the kernels use exp2). The split count
+is a runtime argument; BLOCK_S (its power-of-two bucket, <= MAX_SPLITS) is the only constexpr,
+so a new split count compiles at most once per bucket. A split that saw
 no token carries lse = -inf and contributes nothing; a row with no token at all becomes zeros.
 """
 
@@ -10,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_kernel_rocm.attention._common import next_pow2
+from sgl_kernel_rocm.attention._common import MAX_SPLITS, next_pow2
 
 
 @triton.jit
@@ -23,7 +25,7 @@ def _merge_splits_kernel(
     stride_ps,
     stride_lr,
     stride_or,
-    NUM_SPLITS: tl.constexpr,
+    num_splits,
     DV: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_DV: tl.constexpr,
@@ -32,7 +34,7 @@ def _merge_splits_kernel(
     row = tl.program_id(0).to(tl.int64)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_DV)
-    s_mask = offs_s < NUM_SPLITS
+    s_mask = offs_s < num_splits
     d_mask = offs_d < DV
     lse = tl.load(LSE_PART + row * stride_lr + offs_s, mask=s_mask, other=float("-inf"))
     m = tl.max(lse, 0)
@@ -62,6 +64,8 @@ def merge_splits(
     """Merge o_part [rows, S, DV] (fp32) with lse_part [rows, S] (log2) into out [rows, DV]."""
     rows, splits, dv = o_part.shape
     assert o_part.stride(2) == 1 and lse_part.stride(1) == 1 and out.stride(1) == 1
+    if splits > MAX_SPLITS:
+        raise ValueError(f"{splits} splits > MAX_SPLITS={MAX_SPLITS}")
     _merge_splits_kernel[(rows,)](
         o_part,
         lse_part,
@@ -71,7 +75,7 @@ def merge_splits(
         o_part.stride(1),
         lse_part.stride(0),
         out.stride(0),
-        NUM_SPLITS=splits,
+        splits,
         DV=dv,
         BLOCK_S=max(2, next_pow2(splits)),
         BLOCK_DV=next_pow2(dv),

@@ -164,11 +164,19 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
     gate = Case(
         kernel="moe.gate_up",
         fn="gate_up_swiglu_kernel",
-        pointers=tuple(ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")]
-                       + routing),  # fmt: skip
-        ints=(("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter), *ints,
-              ("stride_out", inter), ("stride_outq", inter // 2),
-              ("stride_outs", inter // 32)),  # fmt: skip
+        pointers=tuple(
+            ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")] + routing
+        ),  # fmt: skip
+        ints=(
+            ("n_slots", slots),
+            ("top_k", 8),
+            ("H", hidden),
+            ("INTER", inter),
+            *ints,
+            ("stride_out", inter),
+            ("stride_outq", inter // 2),
+            ("stride_outs", inter // 32),
+        ),  # fmt: skip
         constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
         stream_bytes_per_iter=2 * (bn * bk // 2 + bn * bk // 32),
         **base,
@@ -266,6 +274,7 @@ def gqa_cases(arch: str) -> list[Case]:
                         ("LSE_PART", "*fp32"),
                     ),  # fmt: skip
                     ints=(
+                        ("seq_cap", 313 * page),
                         ("window", -1),
                         ("num_splits", 7),
                         ("stride_qb", 12 * d),
@@ -304,24 +313,54 @@ def gqa_cases(arch: str) -> list[Case]:
     return out
 
 
+MLA_HEADS = (8, 64)  # GLM-5.2 heads per rank: TP8 (64 / 8) and DP attention (all 64)
+
+
 def mla_cases(arch: str) -> list[Case]:
     """Dense MLA and DSA sparse decode (same kernel): GLM-5.2 latent 512 + rope 64, page 64;
-    8 heads per rank under TP8 and 64 under DP attention."""
+    8 heads per rank under TP8 and 64 under DP attention, BLOCK_H as the wrapper picks it."""
+    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+
     out = []
     for op, sparse in (("decode_mla", False), ("decode_dsa", True)):
-        for cfg in _decode_configs(op, arch):
-            for heads in (8, 64):
-                block_h = min(int(cfg.get("BLOCK_H", 16)), max(16, heads))
-                for kv in ("bf16", "fp8"):
-                    kv_t, kv_b = _kv(arch, kv)
-                    bn = int(cfg["BLOCK_N"])
-                    out.append(_mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t,
-                                         kv_b, bn))  # fmt: skip
+        for heads, kv, cfg in _mla_configs(op, arch):
+            block_h = mla_block_h(cfg, heads)
+            kv_t, kv_b = _kv(arch, kv)
+            bn = int(cfg["BLOCK_N"])
+            out.append(_mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn))
+    return out
+
+
+def _mla_configs(op: str, arch: str) -> list[tuple[int, str, dict]]:
+    """(heads, kv, config) the wrapper can launch: a `h{H}_d576_kv{16,fp8}` entry serves only
+    that head count and cache dtype, DEFAULT (or the heuristic) every other one."""
+    from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
+
+    table = _table(op, arch)
+    if table is None:
+        return [(h, kv, gpu_decode_heuristic(1)) for h in MLA_HEADS for kv in ("bf16", "fp8")]
+    named = {}
+    for key in table:
+        if key.startswith("h") and "_d576_kv" in key:
+            heads = int(key[1:].split("_")[0])
+            named[(heads, "fp8" if key.endswith("fp8") else "bf16")] = key
+    seen, out = set(), []
+    for heads in MLA_HEADS:
+        for kv in ("bf16", "fp8"):
+            key = named.get((heads, kv), "DEFAULT")
+            for cfg in table[key].values():
+                sig = json.dumps([heads, kv, cfg], sort_keys=True)
+                if sig not in seen:
+                    seen.add(sig)
+                    out.append((heads, kv, dict(cfg)))
     return out
 
 
 def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
     d = 576
+    # Every head block re-reads the latent tile: count only the unique bytes (a program holding
+    # all heads reads each once; 16-head blocks of 64 heads would read it 4 times).
+    head_blocks = -(-heads // block_h)
     return Case(
         kernel="attn.dsa_decode" if sparse else "attn.mla_decode",
         module="sgl_kernel_rocm.attention.mla_decode",
@@ -336,8 +375,10 @@ def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case
             ("IDX", "*i32"),
             ("O_PART", "*fp32"),
             ("LSE_PART", "*fp32"),
+            ("KV_SCALE", "*fp32"),
         ),  # fmt: skip
         ints=(
+            ("seq_cap", 313 * 64),
             ("num_heads", heads),
             ("num_idx", 2048),
             ("num_splits", 7),
@@ -353,7 +394,7 @@ def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case
             ("stride_lb", heads * 7),
             ("stride_lh", 7),
         ),  # fmt: skip
-        floats=("qk_scale_log2", "kv_scale"),
+        floats=("qk_scale_log2",),
         constexprs=(
             ("PAGE", 64),
             ("D_LAT", 512),
@@ -366,7 +407,7 @@ def _mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case
         num_warps=int(cfg["num_warps"]),
         num_stages=int(cfg["num_stages"]),
         stream="kv",
-        stream_bytes_per_iter=bn * d * kv_b,
+        stream_bytes_per_iter=bn * d * kv_b // head_blocks,
     )
 
 
@@ -441,10 +482,10 @@ def reduce_cases(arch: str) -> list[Case]:
                     ("stride_ps", dv),
                     ("stride_lr", 7),
                     ("stride_or", dv),
+                    ("num_splits", 7),
                 ),  # fmt: skip
                 floats=(),
                 constexprs=(
-                    ("NUM_SPLITS", 7),
                     ("DV", dv),
                     ("BLOCK_S", 8),
                     ("BLOCK_DV", dv),

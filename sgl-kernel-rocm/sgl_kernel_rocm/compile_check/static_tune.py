@@ -219,9 +219,29 @@ _SPLITS = {
     "M_LEQ_64": {"target_programs": 2, "min_split_tokens": 512},
     "any": {"target_programs": 1, "min_split_tokens": 1024},
 }
+# DSA attends 2,048 selected keys whatever the context: at batch 1 with every head in one program
+# the 256-token rule would leave 8 programs for the whole chip, so small batches split finer.
+_SPLITS_BY_OP = {
+    "decode_dsa": {
+        "M_LEQ_8": {"target_programs": 2, "min_split_tokens": 64},
+        "M_LEQ_64": {"target_programs": 2, "min_split_tokens": 256},
+        "any": {"target_programs": 1, "min_split_tokens": 1024},
+    },
+}
+_MLA_OPS = ("decode_mla", "decode_dsa")
 
 
-def attention_candidates() -> list[dict[str, int]]:
+def attention_candidates(op: str = "decode_gqa") -> list[dict[str, int]]:
+    """Tiles to compile. MLA/DSA also choose BLOCK_H, the most heads one program holds (all of
+    a rank's heads read the latent once; fewer re-read it but hold a smaller accumulator), with
+    one pipeline stage (the loop is bound by its MMAs and converts, not by load latency)."""
+    if op in _MLA_OPS:
+        return [
+            {"BLOCK_N": bn, "num_warps": w, "num_stages": 1, "BLOCK_H": bh}
+            for bn in (16, 32, 64)
+            for w in (4, 8)
+            for bh in (16, 32, 64)
+        ]
     return [
         {"BLOCK_N": bn, "num_warps": w, "num_stages": st}
         for bn in (16, 32, 64)
@@ -230,7 +250,24 @@ def attention_candidates() -> list[dict[str, int]]:
     ]
 
 
+def _mla_cases_for(op: str, arch: str, cfg: dict) -> list[C.Case]:
+    """The candidate at every GLM-5.2 head count per rank, bf16 and FP8 latent; stream bytes
+    are the unique latent bytes (C._mla_case divides by the head blocks that re-read them)."""
+    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+
+    out = []
+    for heads in C.MLA_HEADS:
+        for kv in ("bf16", "fp8"):
+            kv_t, kv_b = C._kv(arch, kv)
+            block_h = mla_block_h(cfg, heads)
+            out.append(C._mla_case(arch, op, op == "decode_dsa", cfg, heads, block_h, kv, kv_t,
+                                   kv_b, cfg["BLOCK_N"]))  # fmt: skip
+    return out
+
+
 def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
+    if op in _MLA_OPS:
+        return _mla_cases_for(op, arch, cfg)
     _, make = ATTN_OPS[op]
     sparse = op == "decode_dsa"
     out = []
@@ -261,27 +298,55 @@ def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
     return uniq
 
 
-def attention_table(
-    op: str, arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
-) -> dict:
-    cands = attention_candidates()
-    groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
-    scores = evaluate(groups, jobs, progress)
+def _pick_passing(arch, cands, groups, scores, also, jobs, what: str) -> dict:
+    """Best candidate that passes the gate here and under the Triton(s) in `also`."""
+    scores = dict(scores)
     for _ in range(len(cands)):
         cfg = pick(arch, cands, scores, lambda c: 1.0)
         if cfg is None:
-            raise RuntimeError(f"{op} on {arch}: no candidate passes the gate")
+            raise RuntimeError(f"{what} on {arch}: no candidate passes the gate")
         if not _failing_elsewhere(groups[_name(cfg)], also, jobs):
-            break
+            return cfg
         scores[_name(cfg)] = (False, 0.0, ["fails under another Triton"])
+    raise RuntimeError(f"{what} on {arch}: no candidate passes the gate")
+
+
+def _buckets(op: str, arch: str, cfg: dict) -> dict[str, dict]:
     units = ARCHS[arch]["units"]
-    table: dict[str, Any] = {"_meta": meta(arch, "attention", also)}
-    table["DEFAULT"] = {
+    return {
         bucket: cfg
         | {
             "target_programs": s["target_programs"] * units,
             "min_split_tokens": s["min_split_tokens"],
         }  # fmt: skip
-        for bucket, s in _SPLITS.items()
+        for bucket, s in _SPLITS_BY_OP.get(op, _SPLITS).items()
     }
+
+
+def attention_table(
+    op: str, arch: str, jobs: int | None = None, progress=None, also: Iterable[Path] = ()
+) -> dict:
+    """The op's table. MLA/DSA get one tile per head count: DEFAULT from the TP8 shape (8 heads
+    per rank, and any count the table does not name) and `h64_d576_kv{16,fp8}` entries for DP
+    attention (all 64 heads), each the best at its own shape rather than a compromise."""
+    cands = attention_candidates(op)
+    groups = {_name(c): _attn_cases(op, arch, c) for c in cands}
+    scores = evaluate(groups, jobs, progress)
+    table: dict[str, Any] = {"_meta": meta(arch, "attention", also)}
+    if op not in _MLA_OPS:
+        table["DEFAULT"] = _buckets(op, arch, _pick_passing(arch, cands, groups, scores, also,
+                                                             jobs, op))  # fmt: skip
+        return table
+    small, *wide = C.MLA_HEADS
+    sub = {n: [c for c in cs if f":h{small}_" in c.label] for n, cs in groups.items()}
+    sub_scores = evaluate(sub, jobs, progress)
+    table["DEFAULT"] = _buckets(op, arch, _pick_passing(arch, cands, sub, sub_scores, also, jobs,
+                                                        f"{op} h{small}"))  # fmt: skip
+    for heads in wide:
+        for kv, tag in (("bf16", "16"), ("fp8", "fp8")):
+            sub = {n: [c for c in cs if c.label.startswith(f"kv{kv}:h{heads}_")]
+                   for n, cs in groups.items()}  # fmt: skip
+            sub_scores = evaluate(sub, jobs, progress)
+            cfg = _pick_passing(arch, cands, sub, sub_scores, also, jobs, f"{op} h{heads} {kv}")
+            table[f"h{heads}_d576_kv{tag}"] = _buckets(op, arch, cfg)
     return table

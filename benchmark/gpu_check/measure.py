@@ -1,0 +1,93 @@
+"""Timing for the GPU check: copy bandwidth, kernel-only times (CUDA graphs), per-kernel split.
+
+On the CPU dry run every function falls back to one wall-clock call (interpreter numbers mean
+nothing; they only prove the code runs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def on_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+def copy_gbps(nbytes: int = 1 << 30, reps: int = 20) -> dict[str, float]:
+    """Device-to-device copy, read + write counted, best and median of `reps` (CUDA events)."""
+    if not on_gpu():
+        return {"best_gbps": 0.0, "median_gbps": 0.0, "bytes_each_way": 0}
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    times.sort()
+    del src, dst
+    torch.cuda.empty_cache()
+    return {
+        "bytes_each_way": nbytes,
+        "best_gbps": 2 * nbytes / times[0] / 1e9,
+        "median_gbps": 2 * nbytes / times[len(times) // 2] / 1e9,
+    }
+
+
+def kernel_time_s(fn: Callable[[], Any], rep_ms: int = 20) -> tuple[float, str]:
+    """Median seconds per call of `fn` replayed from a CUDA graph (no launch overhead), via
+    triton.testing.do_bench_cudagraph; if capture fails, do_bench (says which in the 2nd item)."""
+    import triton.testing as tt
+
+    if not on_gpu():
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0, "cpu-wall"
+    fn()  # compile outside the capture
+    torch.cuda.synchronize()
+    try:
+        return tt.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median") / 1e3, "cudagraph"
+    except Exception as exc:  # noqa: BLE001 - fall back, and say so in the row
+        torch.cuda.synchronize()
+        ms = tt.do_bench(fn, warmup=5, rep=rep_ms, return_mode="median")
+        return ms / 1e3, f"do_bench (graph capture failed: {type(exc).__name__})"
+
+
+def kernel_split_s(fn: Callable[[], Any], iters: int = 10) -> dict[str, float]:
+    """Device seconds per call by kernel, from the profiler over `iters` eager calls, grouped
+    as 'gate_up' / 'down' / 'other' by the kernel's name (Triton names a kernel after its
+    @triton.jit function)."""
+    if not on_gpu():
+        return {}
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    out: dict[str, float] = {"gate_up": 0.0, "down": 0.0, "other": 0.0}
+    names: dict[str, float] = {}
+    for evt in prof.key_averages():
+        us = getattr(evt, "device_time_total", None)
+        if us is None:
+            us = getattr(evt, "cuda_time_total", 0.0)
+        if not us:
+            continue
+        name = evt.key
+        group = "gate_up" if "gate_up" in name else "down" if "down" in name else "other"
+        out[group] += us / 1e6 / iters
+        names[name[:60]] = names.get(name[:60], 0.0) + us / 1e6 / iters
+    out["kernels"] = names  # type: ignore[assignment]
+    return out

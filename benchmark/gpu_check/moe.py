@@ -1,0 +1,130 @@
+"""MoE cases of the GPU check: the fused MXFP4 MoE (W4A16) at GLM-5.2's per-GPU layouts, gate_up
+and down timed separately, and a bf16-weight variant of our kernel when the tree has one.
+
+Routing rotates between calls so consecutive calls touch different experts (at 1-4 tokens the
+8-32 experts one call reads would otherwise stay in L2): the cycle covers every expert.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import sgl_kernel_rocm.moe as moe_pkg
+import torch
+from plan import TOP_K
+from sgl_kernel_rocm.moe import fused_moe_mxfp4
+from sgl_kernel_rocm.moe.reference import fused_moe_reference
+from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
+
+# Names under which a bf16-weight version of our fused MoE kernel is looked up (first found
+# wins); called as fn(x, w13 [E, 2I, H] bf16, w2 [E, H, I] bf16, topk_weights, topk_ids).
+BF16_MOE_NAMES = ("fused_moe_bf16", "fused_moe_bf16_weights", "fused_moe_w16a16")
+
+
+def find_bf16_moe(name: str | None = None):
+    """(name, callable) of the bf16-weight MoE in sgl_kernel_rocm.moe, or (None, reason)."""
+    for cand in (name,) if name else BF16_MOE_NAMES:
+        fn = getattr(moe_pkg, cand, None)
+        if callable(fn):
+            return cand, fn
+    return None, (
+        f"no bf16-weight MoE in sgl_kernel_rocm.moe (looked for {', '.join(BF16_MOE_NAMES)})"
+    )
+
+
+def _routings(tokens: int, experts: int, n: int, device, seed: int):
+    """n routings [tokens, TOP_K]; with few tokens each covers different experts (a cycle
+    through a permutation), so the whole set of experts is read once per cycle."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    perm = torch.randperm(experts, generator=g)
+    out = []
+    for r in range(n):
+        if tokens * TOP_K <= experts:
+            ids = perm.roll(-r * tokens * TOP_K)[: tokens * TOP_K].view(tokens, TOP_K)
+        else:
+            ids = torch.stack([torch.randperm(experts, generator=g)[:TOP_K] for _ in range(tokens)])
+        w = torch.rand(tokens, TOP_K, generator=g)
+        out.append((ids.to(device, torch.int32), (w / w.sum(1, keepdim=True)).to(device)))
+    return out
+
+
+def weight_bytes(p: dict[str, Any], experts_used: float, bf16: bool = False) -> dict[str, float]:
+    """HBM bytes of weights one call reads: MXFP4 values + E8M0 scales (or bf16) per expert."""
+    h, i = p["hidden"], p["inter"]
+    per = 2.0 if bf16 else 0.5 + 1 / 32
+    return {"gate_up": experts_used * 2 * i * h * per, "down": experts_used * h * i * per}
+
+
+_WEIGHTS: dict[tuple, tuple] = {}
+
+
+def _weights(e: int, h: int, i: int, dev: str, bf16: bool) -> tuple:
+    """Random weights per layout, made once on the device and shared by every token count."""
+    key = (e, h, i, dev, bf16)
+    if key not in _WEIGHTS:
+        # One layout at a time (the plan runs a layout's cases together): drop other layouts.
+        for old in [k for k in _WEIGHTS if k[:4] != key[:4]]:
+            del _WEIGHTS[old]
+        if bf16:
+            w13 = torch.empty(e, 2 * i, h, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
+            w2 = torch.empty(e, h, i, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
+            _WEIGHTS[key] = (w13, w2)
+        elif dev == "cpu":
+            _WEIGHTS[key] = random_moe_inputs(1, e, h, i, TOP_K, device=dev)[1:5]
+        else:
+            # MXFP4 bytes and E8M0 scales 2**-8..2**-5 (random_moe_inputs' ranges), on the GPU.
+            def u8(*shape, low=0, high=256):
+                return torch.randint(low, high, shape, dtype=torch.uint8, device=dev)
+
+            _WEIGHTS[key] = (u8(e, 2 * i, h // 2), u8(e, 2 * i, h // 32, low=119, high=123),
+                             u8(e, h, i // 2), u8(e, h, i // 32, low=119, high=123))  # fmt: skip
+    return _WEIGHTS[key]
+
+
+def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m, e = p["tokens"], p["experts"]
+    w13, w13s, w2, w2s = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
+    x = torch.randn(m, p["hidden"], device=dev).to(torch.bfloat16)
+    n_rot = max(1, min(8, -(-e // (m * TOP_K))))
+    routes = _routings(m, e, n_rot, dev, seed)
+    used = sum(r[0].unique().numel() for r in routes) / len(routes)
+    cyc = itertools.cycle(routes)
+
+    def call(route=None):
+        # Always the Triton kernels (on the CPU dry run through the interpreter).
+        ids, w = route or next(cyc)
+        return fused_moe_mxfp4(x, w13, w13s, w2, w2s, w, ids, backend="triton")
+
+    def check():
+        ids, w = routes[0]
+        return call(routes[0]), fused_moe_reference(x, w13, w13s, w2, w2s, w, ids)
+
+    return {"fn": call, "check": check, "bytes": weight_bytes(p, used),
+            "experts_per_call": used, "rotations": n_rot}  # fmt: skip
+
+
+def moe_bf16_case(p: dict[str, Any], fn, seed: int = 0) -> dict[str, Any]:
+    """The same routing over bf16 weights (random values; speed only)."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m, e, h, i = p["tokens"], p["experts"], p["hidden"], p["inter"]
+    w13, w2 = _weights(e, h, i, dev, bf16=True)
+    x = torch.randn(m, h, device=dev).to(torch.bfloat16)
+    n_rot = max(1, min(8, -(-e // (m * TOP_K))))
+    routes = _routings(m, e, n_rot, dev, seed)
+    used = sum(r[0].unique().numel() for r in routes) / len(routes)
+    cyc = itertools.cycle(routes)
+
+    def call():
+        ids, w = next(cyc)
+        return fn(x, w13, w2, w, ids)
+
+    return {"fn": call, "bytes": weight_bytes(p, used, bf16=True), "experts_per_call": used}
+
+
+def check_moe(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
+    """Relative L2 <= 1e-2 (test_gpu_kernels' bound for the fused MoE)."""
+    diff = (out.float() - ref.float()).cpu()
+    rel = diff.norm().item() / max(ref.float().norm().item(), 1e-30)
+    return {"ok": bool(torch.isfinite(out).all()) and rel <= 1e-2, "rel_l2": rel}

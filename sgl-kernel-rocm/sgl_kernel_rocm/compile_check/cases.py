@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgl_kernel_rocm.compile_check.archs import ARCHS, native_dot_scaled
+from sgl_kernel_rocm.compile_check.archs import ARCHS
 
 PKG = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def _moe_shape(key: str) -> tuple[int, int, int]:
 
 def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
     """Cases of the arch's shipped MoE table, or of `table` (a candidate table) when given."""
-    from sgl_kernel_rocm.moe.config import OP, heuristic_config
+    from sgl_kernel_rocm.moe.config import OP, choose_path, heuristic_config
 
     if table is None:
         pairs = _table_configs(OP, arch, heuristic_config)
@@ -109,13 +109,15 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
         acts = ("mxfp4",) if key.endswith("_a4") else ("none",) if key.endswith("_a16") else (
             "none", "mxfp4")  # fmt: skip
         for act in acts:
-            # The path production takes: bf16 activations, choose_path() per arch.
-            path = "dot_scaled" if native_dot_scaled(arch) else "unpack"
-            out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key)
+            # The path production takes: bf16 activations, choose_path() per arch; the unpack
+            # path in both upcast variants (scales checked at load: one multiply; else two).
+            path = choose_path(arch, False, act_quant=act)
+            for fast in (True, False) if path == "unpack" else (False,):
+                out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
     return out
 
 
-def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
+def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast=False) -> list[Case]:
     a4 = act == "mxfp4"
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     ce = {
@@ -127,11 +129,14 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
         "A_FMT": "e2m1" if a4 else "bf16",
         "DOT_DTYPE": "tl.bfloat16",
         "MANUAL_BF16_RNE": False,
+        "WORDS": path == "unpack",
+        "FULL_SCALE_RANGE": not fast,
     }
     expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
         expect.append("mfma_scale" if a4 else "cvt_scalef32")
-    label = f"{'w4a4' if a4 else 'w4a16'}:{path}@{key}"
+    variant = ("+fastscale" if fast else "") if path == "unpack" else ""
+    label = f"{'w4a4' if a4 else 'w4a16'}:{path}{variant}@{key}"
     slots = 4096 + 3  # T x top_k of a mid-size batch; a runtime value, never 16-specialized
     routing = [
         ("sorted_ids_ptr", "*i32"),
@@ -177,9 +182,15 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
     down = Case(
         kernel="moe.down",
         fn="down_kernel",
-        pointers=tuple(ptrs + [("topk_w_ptr", "*fp32"), ("out_ptr", "*bf16")] + routing),
-        ints=(("n_slots", slots), ("H", hidden), ("INTER", inter), *ints, ("stride_out", hidden)),
-        constexprs=tuple((ce | {"EVEN_K": inter % bk == 0}).items()),
+        pointers=tuple(ptrs + [("topk_w_ptr", "*fp32"), ("out_ptr", "*bf16")] + routing
+                       + [("sum_ptr", "*bf16"), ("shared_ptr", "*bf16"), ("counter_ptr", "*i32"),
+                          ("topk_ids_ptr", "*i32")]),  # fmt: skip
+        ints=(("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter), *ints,
+              ("stride_out", hidden), ("stride_sum", hidden),
+              ("stride_shared", hidden)),  # fmt: skip
+        # As launched: the top-k sum folded in (with a shared-expert output), top-8.
+        constexprs=tuple((ce | {"EVEN_K": inter % bk == 0, "FUSE_SUM": True,
+                                "HAS_SHARED": True, "K_PAD": 8}).items()),  # fmt: skip
         stream_bytes_per_iter=bn * bk // 2 + bn * bk // 32,
         **base,
     )
@@ -211,6 +222,36 @@ def quantize_cases(arch: str) -> list[Case]:
             stream_bytes_per_iter=0,
         )
     ]
+
+
+def align_cases(arch: str) -> list[Case]:
+    """The one-launch token alignment of the MoE (moe/_align_kernel.py) at GLM-5.2's 256 experts
+    with top-8, for the BLOCK_M values the tables use."""
+    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK
+
+    out = []
+    for bm in (16, 32, 64):
+        out.append(
+            Case(
+                kernel="moe.align",
+                module="sgl_kernel_rocm.moe._align_kernel",
+                fn="moe_align_kernel",
+                arch=arch,
+                label=f"E256_bm{bm}",
+                pointers=(("ids_ptr", "*i32"), ("sorted_ids_ptr", "*i32"),
+                          ("block_expert_ptr", "*i32"), ("num_padded_ptr", "*i32"),
+                          ("counter_ptr", "*i32")),  # fmt: skip
+                ints=(("n_slots", 515), ("num_experts", 256),
+                      ("capacity", 515 + 256 * (bm - 1)), ("n_counters", 96 * 65)),  # fmt: skip
+                floats=(),
+                constexprs=(("BLOCK_M", bm), ("E_PAD", 256), ("CHUNK", ALIGN_CHUNK)),
+                num_warps=4,
+                num_stages=1,
+                stream="",
+                stream_bytes_per_iter=0,
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- decode attention
@@ -461,6 +502,7 @@ def reduce_cases(arch: str) -> list[Case]:
 
 FAMILIES = {
     "moe": moe_cases,
+    "align": align_cases,
     "mx": quantize_cases,
     "gqa": gqa_cases,
     "mla": mla_cases,

@@ -61,9 +61,13 @@ def moe_candidates(arch: str) -> list[dict[str, int]]:
 
 
 def moe_cases_for(arch: str, cfg: dict, act: str, shape=GLM_LAYOUTS["TP8"]) -> list[C.Case]:
-    path = "dot_scaled" if native_dot_scaled(arch) else "unpack"
+    from sgl_kernel_rocm.moe.config import choose_path
+
+    path = choose_path(arch, False, act_quant=act)
     experts, hidden, inter = shape
-    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static")
+    # Unpack: ranked on the one-multiply upcast the plugin's load-time layout selects; the
+    # shipped table is then gated on both variants (moe_cases).
+    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", path == "unpack")
 
 
 def evaluate(groups: dict[str, list[C.Case]], jobs: int | None = None, progress=None):

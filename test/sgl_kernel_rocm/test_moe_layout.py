@@ -86,3 +86,20 @@ def test_fused_moe_with_layout_matches_reference(weight_scale):
     bytewise = MoEWeightLayout(fast_scales=layout.fast_scales, words=False)
     out_b = fused_moe_mxfp4(*case, backend="triton", path="unpack", layout=bytewise)
     torch.testing.assert_close(out_b, ref, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_bf16_weight_baseline_matches_reference():
+    from sgl_kernel_rocm.moe import fused_moe_bf16
+
+    t, e, h, i, k = 7, 4, 64, 64, 2
+    gen = torch.Generator().manual_seed(5)
+    x, *_, tw, ti = _make_case(t, e, h, i, k, torch.float32, masked=2, seed=5)
+    w13 = (torch.randn(e, 2 * i, h, generator=gen) * 0.1).to(torch.bfloat16)
+    w2 = (torch.randn(e, h, i, generator=gen) * 0.1).to(torch.bfloat16)
+    shared = torch.randn(t, h, generator=gen)
+    out = fused_moe_bf16(x, w13, w2, tw, ti, backend="triton", shared_output=shared)
+    ref = fused_moe_bf16(x, w13, w2, tw, ti, backend="torch", shared_output=shared)
+    scale = ref.abs().max().item()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5 * scale)
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        fused_moe_bf16(x, w13.float(), w2, tw, ti)

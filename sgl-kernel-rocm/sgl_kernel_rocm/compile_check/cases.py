@@ -114,10 +114,21 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
             path = choose_path(arch, False, act_quant=act)
             for fast in (True, False) if path == "unpack" else (False,):
                 out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
+    # The bf16-weight baseline (moe/bf16.py) on the heuristic tiles it launches with (not part of
+    # a candidate MXFP4 table's check).
+    for m in (1, 64, 512, 4096) if table is None else ():
+        cfg = heuristic_config(m)
+        sig = ("w16", json.dumps(cfg, sort_keys=True))
+        if sig not in seen:
+            seen.add(sig)
+            out += _moe_pair(arch, cfg, 256, 6144, 256, "none", "bf16", "E256_H6144_I256_w16",
+                             w16=True)  # fmt: skip
     return out
 
 
-def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast=False) -> list[Case]:
+def _moe_pair(
+    arch, cfg, experts, hidden, inter, act, path, key, fast=False, w16=False
+) -> list[Case]:
     a4 = act == "mxfp4"
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     ce = {
@@ -131,12 +142,16 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast=False) -> 
         "MANUAL_BF16_RNE": False,
         "WORDS": path == "unpack",
         "FULL_SCALE_RANGE": not fast,
+        "W16": w16,
     }
     expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
         expect.append("mfma_scale" if a4 else "cvt_scalef32")
     variant = ("+fastscale" if fast else "") if path == "unpack" else ""
-    label = f"{'w4a4' if a4 else 'w4a16'}:{path}{variant}@{key}"
+    wfmt = "w16a16" if w16 else "w4a4" if a4 else "w4a16"
+    label = f"{wfmt}:{path}{variant}@{key}"
+    if w16:
+        ce["WORDS"] = False
     slots = 4096 + 3  # T x top_k of a mid-size batch; a runtime value, never 16-specialized
     routing = [
         ("sorted_ids_ptr", "*i32"),
@@ -163,6 +178,10 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast=False) -> 
                 (f"stride_{prefix}s", k // 32), ("stride_we", rows * k // 2),
                 ("stride_wn", k // 2), ("stride_wse", rows * k // 32),
                 ("stride_wsn", k // 32))  # fmt: skip
+        if w16:  # bf16 weights [E, rows, K]; the scale pointer is the weight tensor (unread)
+            ptrs[3:] = [("w_ptr", "*bf16"), ("ws_ptr", "*bf16")]
+            ints = (*ints[:3], ("stride_we", rows * k), ("stride_wn", k),
+                    ("stride_wse", rows * k), ("stride_wsn", k))  # fmt: skip
         return ptrs, ints
 
     ptrs, ints = gemm("x", 2 * inter, hidden)
@@ -175,7 +194,7 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast=False) -> 
               ("stride_out", inter), ("stride_outq", inter // 2),
               ("stride_outs", inter // 32)),  # fmt: skip
         constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
-        stream_bytes_per_iter=2 * (bn * bk // 2 + bn * bk // 32),
+        stream_bytes_per_iter=2 * (bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32),
         **base,
     )
     ptrs, ints = gemm("a", hidden, inter)
@@ -191,7 +210,7 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast=False) -> 
         # As launched: the top-k sum folded in (with a shared-expert output), top-8.
         constexprs=tuple((ce | {"EVEN_K": inter % bk == 0, "FUSE_SUM": True,
                                 "HAS_SHARED": True, "K_PAD": 8}).items()),  # fmt: skip
-        stream_bytes_per_iter=bn * bk // 2 + bn * bk // 32,
+        stream_bytes_per_iter=bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32,
         **base,
     )
     return [gate, down]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from sgl_kernel_rocm.moe.bf16 import fused_moe_bf16
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout, prepare_weights
 from sgl_kernel_rocm.moe.reference import (
     DequantizedExperts,
@@ -21,6 +22,7 @@ from sgl_kernel_rocm.moe.routing import grouped_sigmoid_topk, softmax_topk
 __all__ = [
     "DequantizedExperts",
     "MoEWeightLayout",
+    "fused_moe_bf16",
     "fused_moe_mxfp4",
     "grouped_sigmoid_topk",
     "prepare_reference_weights",

@@ -154,12 +154,19 @@ def _load_mx(
     BLOCK_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     WORDS: tl.constexpr = False,
+    W16: tl.constexpr = False,
 ):
     """MXFP4 weight tile of `rows` (int64, clamped; output columns of one expert) at K block kb:
-    packed uint8 [R, BK/2] (or int32 words [R, BK/8] with WORDS) + E8M0 [R, BK/32]."""
+    packed uint8 [R, BK/2] (or int32 words [R, BK/8] with WORDS) + E8M0 [R, BK/32]. With W16
+    the weights are bf16/fp16 [R, BK] (the bf16-weight baseline) and the second value is the
+    same tile (no scales)."""
     offs_s = kb * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     s_ptrs = s_ptr + rows[:, None] * stride_s + offs_s[None, :]
-    if WORDS:
+    if W16:
+        offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        q_ptrs = q_ptr + rows[:, None] * stride_q + offs_k[None, :]
+        w_ok = (offs_k < K_DIM)[None, :]
+    elif WORDS:
         # Rows are a multiple of 4 bytes long (the wrapper checks): read them as int32 words.
         offs_w = kb * (BLOCK_K // 8) + tl.arange(0, BLOCK_K // 8)
         q_ptrs = (
@@ -174,9 +181,13 @@ def _load_mx(
         w_ok = (offs_h < K_DIM // 2)[None, :]
     if EVEN_K:
         q = tl.load(q_ptrs)  # stream: weights
-        s = tl.load(s_ptrs)  # stream: scales
     else:
         q = tl.load(q_ptrs, mask=w_ok, other=0)  # stream: weights
+    if W16:
+        s = q
+    elif EVEN_K:
+        s = tl.load(s_ptrs)  # stream: scales
+    else:
         s = tl.load(s_ptrs, mask=(offs_s < K_DIM // 32)[None, :], other=127)  # stream: scales
     return q, s
 
@@ -215,9 +226,12 @@ def _mac(
     DOT_DTYPE: tl.constexpr,
     WORDS: tl.constexpr = False,
     FULL_SCALE_RANGE: tl.constexpr = True,
+    W16: tl.constexpr = False,
 ):
     """acc += a @ dequant(w)^T through the chosen code path (one return, one type)."""
-    if DOT_SCALED:
+    if W16:
+        acc = tl.dot(a, tl.trans(wq.to(DOT_DTYPE)), acc)
+    elif DOT_SCALED:
         if A_FMT == "e2m1":
             acc = tl.dot_scaled(a, a_scale, "e2m1", tl.trans(wq), ws, "e2m1", acc)
         else:
@@ -268,6 +282,20 @@ def _act_tile(
 
 
 @triton.jit
+def _assume_nonneg(a, b, c, d, e, f, g, h):
+    """Tell the compiler sizes and strides are >= 0: with known non-negative offsets the AMD
+    backend may turn global loads into buffer loads (range-checked, fewer address registers)."""
+    tl.assume(a >= 0)
+    tl.assume(b >= 0)
+    tl.assume(c >= 0)
+    tl.assume(d >= 0)
+    tl.assume(e >= 0)
+    tl.assume(f >= 0)
+    tl.assume(g >= 0)
+    tl.assume(h >= 0)
+
+
+@triton.jit
 def gate_up_swiglu_kernel(
     x_ptr,
     xq_ptr,
@@ -305,8 +333,10 @@ def gate_up_swiglu_kernel(
     EVEN_K: tl.constexpr,
     WORDS: tl.constexpr = False,
     FULL_SCALE_RANGE: tl.constexpr = True,
+    W16: tl.constexpr = False,
 ):
     """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4."""
+    _assume_nonneg(H, INTER, stride_x, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
@@ -333,15 +363,15 @@ def gate_up_swiglu_kernel(
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
         )  # fmt: skip
         gq, gs = _load_mx(
-            w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS
+            w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
         )
         uq, us = _load_mx(
-            w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS
+            w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
         )
         acc_g = _mac(acc_g, a, a_s, gq, gs, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                     WORDS, FULL_SCALE_RANGE)  # fmt: skip
+                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
         acc_u = _mac(acc_u, a, a_s, uq, us, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                     WORDS, FULL_SCALE_RANGE)  # fmt: skip
+                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
 
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
@@ -473,10 +503,12 @@ def down_kernel(
     FUSE_SUM: tl.constexpr = False,
     HAS_SHARED: tl.constexpr = False,
     K_PAD: tl.constexpr = 8,
+    W16: tl.constexpr = False,
 ):
     """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]) per slot; with FUSE_SUM also
     sum[t, n] = sum_k out[t*K + k, n] (+ shared[t, n]), summed by whichever program stores a
     token's last slot of this N tile (see `_finish_tokens`)."""
+    _assume_nonneg(H, INTER, stride_a, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
@@ -499,10 +531,10 @@ def down_kernel(
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
         )  # fmt: skip
         wq, ws = _load_mx(
-            w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS
+            w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
         )
         acc = _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                   WORDS, FULL_SCALE_RANGE)  # fmt: skip
+                   WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]

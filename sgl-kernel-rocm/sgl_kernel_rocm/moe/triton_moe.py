@@ -58,7 +58,11 @@ def fused_moe_triton(
         )
     num_tokens, hidden = hidden_states.shape
     num_experts = w13.shape[0]
-    inter = w2.shape[2] * 2
+    # bf16/fp16 weights: the bf16-weight baseline (fused_moe_bf16), same kernels with W16.
+    w16 = w13.dtype in (torch.bfloat16, torch.float16)
+    inter = w2.shape[2] if w16 else w2.shape[2] * 2
+    if w16:
+        w13_scale, w2_scale, path, act_quant = w13, w2, "unpack", "none"
     top_k = topk_ids.shape[1]
     n_slots = num_tokens * top_k
     dtype = hidden_states.dtype
@@ -93,7 +97,7 @@ def fused_moe_triton(
     w13, w13_scale = w13.contiguous(), w13_scale.contiguous()
     w2, w2_scale = w2.contiguous(), w2_scale.contiguous()
     # The word-wise upcast (unpack path): int32 loads need 4-byte aligned rows.
-    words = not dot_scaled and (
+    words = not dot_scaled and not w16 and (
         layout.words
         if layout is not None
         else all(t.data_ptr() % 4 == 0 and t.shape[-1] % 4 == 0 for t in (w13, w2))
@@ -169,6 +173,7 @@ def fused_moe_triton(
         EVEN_K=hidden % bk == 0,
         WORDS=words,
         FULL_SCALE_RANGE=full_range,
+        W16=w16,
         **launch,
     )
 
@@ -220,6 +225,7 @@ def fused_moe_triton(
         FUSE_SUM=True,
         HAS_SHARED=shared_output is not None,
         K_PAD=triton.next_power_of_2(top_k),
+        W16=w16,
         **launch,
     )
     return out

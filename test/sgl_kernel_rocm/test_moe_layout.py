@@ -103,3 +103,16 @@ def test_bf16_weight_baseline_matches_reference():
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5 * scale)
     with pytest.raises(ValueError, match="bf16 or fp16"):
         fused_moe_bf16(x, w13.float(), w2, tw, ti)
+
+
+def test_dot_scaled_with_layout_matches_reference():
+    # W4A16 dot_scaled with a layout takes fast_math (no NaN scales, checked at load).
+    t, e, h, i, k = 5, 4, 64, 64, 2
+    case = _make_case(t, e, h, i, k, torch.bfloat16, seed=8)
+    layout = prepare_weights(*case[1:5])
+    assert layout.fast_scales
+    out = fused_moe_mxfp4(*case, backend="triton", path="dot_scaled", layout=layout)
+    ref = fused_moe_mxfp4(*case, backend="torch")
+    scale = ref.float().abs().max().item()
+    # Bound of test_moe.test_triton_matches_reference_bf16 (bf16 per-slot rows, k = 2).
+    assert (out.float() - ref.float()).abs().max().item() <= (k + 2) * 2.0**-8 * scale

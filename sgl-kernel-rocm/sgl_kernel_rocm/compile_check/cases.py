@@ -112,7 +112,9 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
             # The path production takes: bf16 activations, choose_path() per arch; the unpack
             # path in both upcast variants (scales checked at load: one multiply; else two).
             path = choose_path(arch, False, act_quant=act)
-            for fast in (True, False) if path == "unpack" else (False,):
+            # dot_scaled W4A16 likewise: the layout check turns on fast_math (no NaN scales).
+            both = path == "unpack" or act == "none"
+            for fast in (True, False) if both else (False,):
                 out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
     # The bf16-weight baseline (moe/bf16.py) on the heuristic tiles it launches with (not part of
     # a candidate MXFP4 table's check).
@@ -147,7 +149,7 @@ def _moe_pair(
     expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
         expect.append("mfma_scale" if a4 else "cvt_scalef32")
-    variant = ("+fastscale" if fast else "") if path == "unpack" else ""
+    variant = "+fastscale" if fast else ""
     wfmt = "w16a16" if w16 else "w4a4" if a4 else "w4a16"
     label = f"{wfmt}:{path}{variant}@{key}"
     if w16:

@@ -65,9 +65,10 @@ def moe_cases_for(arch: str, cfg: dict, act: str, shape=GLM_LAYOUTS["TP8"]) -> l
 
     path = choose_path(arch, False, act_quant=act)
     experts, hidden, inter = shape
-    # Unpack: ranked on the one-multiply upcast the plugin's load-time layout selects; the
-    # shipped table is then gated on both variants (moe_cases).
-    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", path == "unpack")
+    # Unpack and W4A16 dot_scaled: ranked on the variant the plugin's load-time layout selects
+    # (one-multiply upcast / fast_math); the shipped table is gated on both (moe_cases).
+    fast = path == "unpack" or act == "none"
+    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", fast)
 
 
 def evaluate(groups: dict[str, list[C.Case]], jobs: int | None = None, progress=None):

@@ -235,8 +235,11 @@ def _mac(
         if A_FMT == "e2m1":
             acc = tl.dot_scaled(a, a_scale, "e2m1", tl.trans(wq), ws, "e2m1", acc)
         else:
-            # A16: dot_scaled takes no scale for a bf16/fp16 operand.
-            acc = tl.dot_scaled(a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc)
+            # A16: dot_scaled takes no scale for a bf16/fp16 operand. fast_math skips the NaN
+            # handling of E8M0 0xFF scales: exact when the load-time layout check found none.
+            acc = tl.dot_scaled(
+                a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc, fast_math=not FULL_SCALE_RANGE
+            )
     elif WORDS:
         w = dequant_words(
             wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, DOT_DTYPE == tl.float32

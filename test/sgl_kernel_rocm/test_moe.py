@@ -89,7 +89,7 @@ def _poison(monkeypatch):
     """Kernel output buffers start as NaN / 0xFF so anything read but never written shows."""
 
     def poisoned(shape, dtype, device):
-        fill = 0xFF if dtype == torch.uint8 else float("nan")
+        fill = 0xFF if dtype == torch.uint8 else -7 if not dtype.is_floating_point else float("nan")
         return torch.full(shape, fill, dtype=dtype, device=device)
 
     monkeypatch.setattr(triton_moe, "_empty", poisoned)

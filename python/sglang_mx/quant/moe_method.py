@@ -80,6 +80,11 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
                 )
         self.prepared = None
         w13, w2 = layer.w13_weight, layer.w2_weight
+        from sgl_kernel_rocm.moe import prepare_weights
+
+        # What the Triton kernels may assume about these weights (one check at load, not per
+        # call): int32 word loads and the one-multiply FP4 upcast when every scale allows it.
+        self.layout = prepare_weights(w13, layer.w13_weight_scale, w2, layer.w2_weight_scale)
         dequantized_bytes = (w13.numel() + w2.numel()) * 2 * 4
         if (
             w13.device.type == "cpu"
@@ -126,6 +131,7 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
             act_quant=self.scheme.act_quant,
             backend=self.kernel_backend,
             prepared=self.prepared,
+            layout=getattr(self, "layout", None),
         )
         return StandardCombineInput(hidden_states=out)
 

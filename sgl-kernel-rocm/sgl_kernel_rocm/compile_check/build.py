@@ -9,8 +9,10 @@ import importlib
 import importlib.util
 import json
 import multiprocessing
+import multiprocessing.util
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -178,6 +180,13 @@ def _init_worker(triton_dir: str | None) -> None:
     # Real compiles need real @triton.jit functions: a test session sets TRITON_INTERPRET=1,
     # so workers are fresh (spawned) interpreters that import the kernels with it off.
     os.environ["TRITON_INTERPRET"] = "0"
+    # A private Triton kernel cache per worker: Triton's cache key covers a function's source
+    # text but not where it sits in the file, so a cached binary compiled before lines above it
+    # moved carries stale line info, and the `# stream:` attribution (main loop, ceiling, load
+    # widths) silently reads the wrong lines. Our own result cache already skips unchanged work.
+    tmp = tempfile.mkdtemp(prefix="sglang-mx-triton-")
+    os.environ["TRITON_CACHE_DIR"] = tmp
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(tmp, True), exitpriority=0)
     if triton_dir:  # another Triton for this matrix: first on the path, before any import
         sys.path.insert(0, triton_dir)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgl_kernel_rocm.compile_check.archs import ARCHS, native_dot_scaled
+from sgl_kernel_rocm.compile_check.archs import ARCHS
 
 PKG = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def _moe_shape(key: str) -> tuple[int, int, int]:
 
 def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
     """Cases of the arch's shipped MoE table, or of `table` (a candidate table) when given."""
-    from sgl_kernel_rocm.moe.config import OP, heuristic_config
+    from sgl_kernel_rocm.moe.config import OP, choose_path, heuristic_config
 
     if table is None:
         pairs = _table_configs(OP, arch, heuristic_config)
@@ -109,13 +109,28 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
         acts = ("mxfp4",) if key.endswith("_a4") else ("none",) if key.endswith("_a16") else (
             "none", "mxfp4")  # fmt: skip
         for act in acts:
-            # The path production takes: bf16 activations, choose_path() per arch.
-            path = "dot_scaled" if native_dot_scaled(arch) else "unpack"
-            out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key)
+            # The path production takes: bf16 activations, choose_path() per arch; the unpack
+            # path in both upcast variants (scales checked at load: one multiply; else two).
+            path = choose_path(arch, False, act_quant=act)
+            # dot_scaled W4A16 likewise: the layout check turns on fast_math (no NaN scales).
+            both = path == "unpack" or act == "none"
+            for fast in (True, False) if both else (False,):
+                out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
+    # The bf16-weight baseline (moe/bf16.py) on the heuristic tiles it launches with (not part of
+    # a candidate MXFP4 table's check).
+    for m in (1, 64, 512, 4096) if table is None else ():
+        cfg = heuristic_config(m)
+        sig = ("w16", json.dumps(cfg, sort_keys=True))
+        if sig not in seen:
+            seen.add(sig)
+            out += _moe_pair(arch, cfg, 256, 6144, 256, "none", "bf16", "E256_H6144_I256_w16",
+                             w16=True)  # fmt: skip
     return out
 
 
-def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
+def _moe_pair(
+    arch, cfg, experts, hidden, inter, act, path, key, fast=False, w16=False
+) -> list[Case]:
     a4 = act == "mxfp4"
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     ce = {
@@ -127,11 +142,18 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
         "A_FMT": "e2m1" if a4 else "bf16",
         "DOT_DTYPE": "tl.bfloat16",
         "MANUAL_BF16_RNE": False,
+        "WORDS": path == "unpack",
+        "FULL_SCALE_RANGE": not fast,
+        "W16": w16,
     }
     expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
         expect.append("mfma_scale" if a4 else "cvt_scalef32")
-    label = f"{'w4a4' if a4 else 'w4a16'}:{path}@{key}"
+    variant = "+fastscale" if fast else ""
+    wfmt = "w16a16" if w16 else "w4a4" if a4 else "w4a16"
+    label = f"{wfmt}:{path}{variant}@{key}"
+    if w16:
+        ce["WORDS"] = False
     slots = 4096 + 3  # T x top_k of a mid-size batch; a runtime value, never 16-specialized
     routing = [
         ("sorted_ids_ptr", "*i32"),
@@ -158,6 +180,10 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
                 (f"stride_{prefix}s", k // 32), ("stride_we", rows * k // 2),
                 ("stride_wn", k // 2), ("stride_wse", rows * k // 32),
                 ("stride_wsn", k // 32))  # fmt: skip
+        if w16:  # bf16 weights [E, rows, K]; the scale pointer is the weight tensor (unread)
+            ptrs[3:] = [("w_ptr", "*bf16"), ("ws_ptr", "*bf16")]
+            ints = (*ints[:3], ("stride_we", rows * k), ("stride_wn", k),
+                    ("stride_wse", rows * k), ("stride_wsn", k))  # fmt: skip
         return ptrs, ints
 
     ptrs, ints = gemm("x", 2 * inter, hidden)
@@ -178,17 +204,23 @@ def _moe_pair(arch, cfg, experts, hidden, inter, act, path, key) -> list[Case]:
             ("stride_outs", inter // 32),
         ),  # fmt: skip
         constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
-        stream_bytes_per_iter=2 * (bn * bk // 2 + bn * bk // 32),
+        stream_bytes_per_iter=2 * (bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32),
         **base,
     )
     ptrs, ints = gemm("a", hidden, inter)
     down = Case(
         kernel="moe.down",
         fn="down_kernel",
-        pointers=tuple(ptrs + [("topk_w_ptr", "*fp32"), ("out_ptr", "*bf16")] + routing),
-        ints=(("n_slots", slots), ("H", hidden), ("INTER", inter), *ints, ("stride_out", hidden)),
-        constexprs=tuple((ce | {"EVEN_K": inter % bk == 0}).items()),
-        stream_bytes_per_iter=bn * bk // 2 + bn * bk // 32,
+        pointers=tuple(ptrs + [("topk_w_ptr", "*fp32"), ("out_ptr", "*bf16")] + routing
+                       + [("sum_ptr", "*bf16"), ("shared_ptr", "*bf16"), ("counter_ptr", "*i32"),
+                          ("topk_ids_ptr", "*i32")]),  # fmt: skip
+        ints=(("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter), *ints,
+              ("stride_out", hidden), ("stride_sum", hidden),
+              ("stride_shared", hidden)),  # fmt: skip
+        # As launched: the top-k sum folded in (with a shared-expert output), top-8.
+        constexprs=tuple((ce | {"EVEN_K": inter % bk == 0, "FUSE_SUM": True,
+                                "HAS_SHARED": True, "K_PAD": 8}).items()),  # fmt: skip
+        stream_bytes_per_iter=bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32,
         **base,
     )
     return [gate, down]
@@ -219,6 +251,36 @@ def quantize_cases(arch: str) -> list[Case]:
             stream_bytes_per_iter=0,
         )
     ]
+
+
+def align_cases(arch: str) -> list[Case]:
+    """The one-launch token alignment of the MoE (moe/_align_kernel.py) at GLM-5.2's 256 experts
+    with top-8, for the BLOCK_M values the tables use."""
+    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK
+
+    out = []
+    for bm in (16, 32, 64):
+        out.append(
+            Case(
+                kernel="moe.align",
+                module="sgl_kernel_rocm.moe._align_kernel",
+                fn="moe_align_kernel",
+                arch=arch,
+                label=f"E256_bm{bm}",
+                pointers=(("ids_ptr", "*i32"), ("sorted_ids_ptr", "*i32"),
+                          ("block_expert_ptr", "*i32"), ("num_padded_ptr", "*i32"),
+                          ("counter_ptr", "*i32")),  # fmt: skip
+                ints=(("n_slots", 515), ("num_experts", 256),
+                      ("capacity", 515 + 256 * (bm - 1)), ("n_counters", 96 * 65)),  # fmt: skip
+                floats=(),
+                constexprs=(("BLOCK_M", bm), ("E_PAD", 256), ("CHUNK", ALIGN_CHUNK)),
+                num_warps=4,
+                num_stages=1,
+                stream="",
+                stream_bytes_per_iter=0,
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- decode attention
@@ -502,6 +564,7 @@ def reduce_cases(arch: str) -> list[Case]:
 
 FAMILIES = {
     "moe": moe_cases,
+    "align": align_cases,
     "mx": quantize_cases,
     "gqa": gqa_cases,
     "mla": mla_cases,

@@ -380,6 +380,14 @@ def facts(listing: Listing, amd: bool, streams: dict[tuple[str, int], str]) -> d
         n = sum(1 for idx, s in load_idx if start <= idx <= end and s != "other")
         if n > best or (n == best and main and end - start > main[1] - main[0]):
             best, main = n, (start, end)
+    if best == 0:
+        # No loop load carries a `# stream:` line: SASS line info can land a few lines off the
+        # load's statement (seen: +1..+4 lines after ptxas, while the TTGIR locations are
+        # exact). Then the loop issuing the most global loads is the main loop.
+        for start, end in listing.loops():
+            n = sum(1 for idx, _ in load_idx if start <= idx <= end)
+            if n > best or (n == best and main and end - start > main[1] - main[0]):
+                best, main = n, (start, end)
     loop = None
     if main is not None:
         body = listing.instrs[main[0] : main[1] + 1]

@@ -61,9 +61,14 @@ def moe_candidates(arch: str) -> list[dict[str, int]]:
 
 
 def moe_cases_for(arch: str, cfg: dict, act: str, shape=GLM_LAYOUTS["TP8"]) -> list[C.Case]:
-    path = "dot_scaled" if native_dot_scaled(arch) else "unpack"
+    from sgl_kernel_rocm.moe.config import choose_path
+
+    path = choose_path(arch, False, act_quant=act)
     experts, hidden, inter = shape
-    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static")
+    # Unpack and W4A16 dot_scaled: ranked on the variant the plugin's load-time layout selects
+    # (one-multiply upcast / fast_math); the shipped table is gated on both (moe_cases).
+    fast = path == "unpack" or act == "none"
+    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", fast)
 
 
 def evaluate(groups: dict[str, list[C.Case]], jobs: int | None = None, progress=None):

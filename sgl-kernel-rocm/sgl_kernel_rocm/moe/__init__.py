@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from sgl_kernel_rocm.moe.bf16 import fused_moe_bf16
+from sgl_kernel_rocm.moe.layout import MoEWeightLayout, prepare_weights
 from sgl_kernel_rocm.moe.reference import (
     DequantizedExperts,
     fused_moe_reference,
@@ -19,9 +21,12 @@ from sgl_kernel_rocm.moe.routing import grouped_sigmoid_topk, softmax_topk
 
 __all__ = [
     "DequantizedExperts",
+    "MoEWeightLayout",
+    "fused_moe_bf16",
     "fused_moe_mxfp4",
     "grouped_sigmoid_topk",
     "prepare_reference_weights",
+    "prepare_weights",
     "resolve_backend",
     "softmax_topk",
 ]
@@ -98,6 +103,7 @@ def fused_moe_mxfp4(
     path: str = "auto",
     config: dict | None = None,
     prepared: DequantizedExperts | None = None,
+    layout: MoEWeightLayout | None = None,
 ) -> torch.Tensor:
     """MoE forward: sum_k w[t,k] * W2[e] (silu(G[e] x) * U[e] x) (+ shared_output) -> [T, H].
 
@@ -105,7 +111,8 @@ def fused_moe_mxfp4(
     reduction dim, with E8M0 scales [.., /32]. topk_ids of -1 contribute nothing.
     Extensions beyond the serving contract: `path` forces the Triton code path ("dot_scaled" or
     "unpack"; "auto" picks per arch), `config` overrides the launch config, `prepared` gives the
-    torch backend weights dequantized once at load time.
+    torch backend weights dequantized once at load time, `layout` (from
+    `prepare_weights`, at load) lets the Triton kernels take the one-multiply FP4 upcast.
     """
     if act_quant not in _ACT_QUANTS:
         raise ValueError(f"act_quant must be one of {_ACT_QUANTS}, got {act_quant!r}")
@@ -145,4 +152,5 @@ def fused_moe_mxfp4(
         shared_output=shared_output,
         path=path,
         config=config,
+        layout=layout,
     )

@@ -35,6 +35,87 @@ def dequant_tile(packed, scales, ROWS: tl.constexpr, COLS: tl.constexpr):
 
 
 @triton.jit
+def _nibble_pair_bits(w, PAIR: tl.constexpr):
+    """int32 words of 8 E2M1 nibbles (element k in bits 4k..4k+3) -> int32 words holding the
+    bf16 bit patterns of elements PAIR (low half) and PAIR + 4 (high half), each worth 2**-126 times
+    its E2M1 value: the 3 magnitude bits go to bf16 bits 8..6 (exponent LSBs + mantissa MSB,
+    so code 1 is the subnormal 2**-127) and the sign to bit 15. Two shifts and a masked OR for
+    two weights; arithmetic right shifts are harmless because the masks drop the top bits."""
+    if 6 - 4 * PAIR >= 0:
+        mag = w << (6 - 4 * PAIR)
+    else:
+        mag = w >> (4 * PAIR - 6)
+    sgn = w << (12 - 4 * PAIR)
+    return (mag & 0x01C001C0) | (sgn & -2147450880)  # -2147450880 = 0x80008000
+
+
+@triton.jit
+def _halves(bits, F32: tl.constexpr):
+    """int32 word of two bf16 bit patterns -> (low, high) as bf16, or as fp32 with F32 (the
+    same values: a bf16 is the top half of an fp32)."""
+    if F32:
+        lo = (bits << 16).to(tl.float32, bitcast=True)
+        hi = (bits & -65536).to(tl.float32, bitcast=True)
+    else:
+        lo = bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+        hi = (bits >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _scale_multiplier(s, FULL_SCALE_RANGE: tl.constexpr, F32: tl.constexpr):
+    """E8M0 bytes (int32) -> the multiplier of a 2**-126-biased weight: 2**(s-1), or with
+    FULL_SCALE_RANGE 2**(s-127) itself (0 = 2**-127, 255 = NaN) for weights already unbiased."""
+    # bf16 and fp32 share the exponent field: only the shift to it differs.
+    if F32:
+        SH: tl.constexpr = 23
+    else:
+        SH: tl.constexpr = 7
+    if FULL_SCALE_RANGE:
+        bits = tl.where(s == 0, 0x40 << (SH - 7), tl.where(s == 255, 0x7FC0 << (SH - 7), s << SH))
+    else:
+        bits = (s + 126) << SH
+    if F32:
+        mult = bits.to(tl.float32, bitcast=True)
+    else:
+        mult = bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    return mult
+
+
+@triton.jit
+def dequant_words(
+    words,
+    scales,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+    FULL_SCALE_RANGE: tl.constexpr,
+    F32: tl.constexpr = False,
+):
+    """Packed int32 words [ROWS, COLS // 8] (8 E2M1 nibbles each, the checkpoint's byte order
+    read 4 bytes at a time) + E8M0 [ROWS, COLS // 32] -> bf16 (fp32 with F32) [ROWS, COLS].
+
+    The cheap upcast: bit moves on whole words (2 weights per 32-bit op) put every weight in a
+    bf16 as 2**-126 x its value, then ONE multiply by 2**(s-1) = 2**126 x 2**(s-127) applies
+    the bias and the block scale together. That multiplier is a normal number only for
+    s <= 128; FULL_SCALE_RANGE takes any scale (0 = 2**-127, 255 = NaN) with a second
+    multiply. `moe.layout.prepare_weights` checks the range once at load."""
+    y0 = _halves(_nibble_pair_bits(words, 0), F32)
+    y1 = _halves(_nibble_pair_bits(words, 1), F32)
+    y2 = _halves(_nibble_pair_bits(words, 2), F32)
+    y3 = _halves(_nibble_pair_bits(words, 3), F32)
+    # Element 8j + 4h + 2a + b is half h of pair word (2a + b): join h, then a, then b.
+    z0 = tl.join(tl.join(y0[0], y0[1]), tl.join(y2[0], y2[1]))
+    z1 = tl.join(tl.join(y1[0], y1[1]), tl.join(y3[0], y3[1]))
+    vals = tl.reshape(tl.join(z0, z1), (ROWS, COLS // 32, 32))
+    if FULL_SCALE_RANGE:
+        # 2**126 (the one-multiply form at s = 127): the product is the E2M1 value, exact.
+        bias = _scale_multiplier(tl.full((1, 1, 1), 127, tl.int32), False, F32)
+        vals = vals * bias
+    mult = _scale_multiplier(scales.to(tl.int32), FULL_SCALE_RANGE, F32)
+    return tl.reshape(vals * mult[:, :, None], (ROWS, COLS))
+
+
+@triton.jit
 def round_bf16_rne(x, MANUAL_BF16_RNE: tl.constexpr):
     """fp32 -> fp32 holding the nearest-even bf16 value when MANUAL_BF16_RNE: the interpreter's
     fp32 -> bf16 cast truncates, while GPUs round to nearest even (then the flag is off)."""
@@ -63,21 +144,50 @@ def _load_rows(x_ptr, rows, kb, K_DIM, stride_x, BLOCK_K: tl.constexpr, EVEN_K: 
 
 @triton.jit
 def _load_mx(
-    q_ptr, s_ptr, rows, kb, K_DIM, stride_q, stride_s, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr
+    q_ptr,
+    s_ptr,
+    rows,
+    kb,
+    K_DIM,
+    stride_q,
+    stride_s,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    WORDS: tl.constexpr = False,
+    W16: tl.constexpr = False,
 ):
     """MXFP4 weight tile of `rows` (int64, clamped; output columns of one expert) at K block kb:
-    packed uint8 [R, BK/2] + E8M0 [R, BK/32]."""
-    # From the block index kb, not k0 // 2: the compiler then knows the packed offset is a
-    # multiple of BLOCK_K / 2, which is what lets it load 16 bytes at a time.
-    offs_h = kb * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
+    packed uint8 [R, BK/2] (or int32 words [R, BK/8] with WORDS) + E8M0 [R, BK/32]. With W16
+    the weights are bf16/fp16 [R, BK] (the bf16-weight baseline) and the second value is the
+    same tile (no scales)."""
     offs_s = kb * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
-    q_ptrs = q_ptr + rows[:, None] * stride_q + offs_h[None, :]
     s_ptrs = s_ptr + rows[:, None] * stride_s + offs_s[None, :]
+    if W16:
+        offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+        q_ptrs = q_ptr + rows[:, None] * stride_q + offs_k[None, :]
+        w_ok = (offs_k < K_DIM)[None, :]
+    elif WORDS:
+        # Rows are a multiple of 4 bytes long (the wrapper checks): read them as int32 words.
+        offs_w = kb * (BLOCK_K // 8) + tl.arange(0, BLOCK_K // 8)
+        q_ptrs = (
+            q_ptr.to(tl.pointer_type(tl.int32)) + rows[:, None] * (stride_q // 4) + offs_w[None, :]
+        )
+        w_ok = (offs_w < K_DIM // 8)[None, :]
+    else:
+        # From the block index kb, not k0 // 2: the compiler then knows the packed offset is a
+        # multiple of BLOCK_K / 2, which is what lets it load 16 bytes at a time.
+        offs_h = kb * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
+        q_ptrs = q_ptr + rows[:, None] * stride_q + offs_h[None, :]
+        w_ok = (offs_h < K_DIM // 2)[None, :]
     if EVEN_K:
         q = tl.load(q_ptrs)  # stream: weights
+    else:
+        q = tl.load(q_ptrs, mask=w_ok, other=0)  # stream: weights
+    if W16:
+        s = q
+    elif EVEN_K:
         s = tl.load(s_ptrs)  # stream: scales
     else:
-        q = tl.load(q_ptrs, mask=(offs_h < K_DIM // 2)[None, :], other=0)  # stream: weights
         s = tl.load(s_ptrs, mask=(offs_s < K_DIM // 32)[None, :], other=127)  # stream: scales
     return q, s
 
@@ -114,14 +224,27 @@ def _mac(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
+    WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True,
+    W16: tl.constexpr = False,
 ):
     """acc += a @ dequant(w)^T through the chosen code path (one return, one type)."""
-    if DOT_SCALED:
+    if W16:
+        acc = tl.dot(a, tl.trans(wq.to(DOT_DTYPE)), acc)
+    elif DOT_SCALED:
         if A_FMT == "e2m1":
             acc = tl.dot_scaled(a, a_scale, "e2m1", tl.trans(wq), ws, "e2m1", acc)
         else:
-            # A16: dot_scaled takes no scale for a bf16/fp16 operand.
-            acc = tl.dot_scaled(a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc)
+            # A16: dot_scaled takes no scale for a bf16/fp16 operand. fast_math skips the NaN
+            # handling of E8M0 0xFF scales: exact when the load-time layout check found none.
+            acc = tl.dot_scaled(
+                a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc, fast_math=not FULL_SCALE_RANGE
+            )
+    elif WORDS:
+        w = dequant_words(
+            wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, DOT_DTYPE == tl.float32
+        ).to(DOT_DTYPE)
+        acc = tl.dot(a, tl.trans(w), acc)
     else:
         w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)
         acc = tl.dot(a, tl.trans(w), acc)
@@ -162,6 +285,20 @@ def _act_tile(
 
 
 @triton.jit
+def _assume_nonneg(a, b, c, d, e, f, g, h):
+    """Tell the compiler sizes and strides are >= 0: with known non-negative offsets the AMD
+    backend may turn global loads into buffer loads (range-checked, fewer address registers)."""
+    tl.assume(a >= 0)
+    tl.assume(b >= 0)
+    tl.assume(c >= 0)
+    tl.assume(d >= 0)
+    tl.assume(e >= 0)
+    tl.assume(f >= 0)
+    tl.assume(g >= 0)
+    tl.assume(h >= 0)
+
+
+@triton.jit
 def gate_up_swiglu_kernel(
     x_ptr,
     xq_ptr,
@@ -197,8 +334,12 @@ def gate_up_swiglu_kernel(
     DOT_DTYPE: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr,
     EVEN_K: tl.constexpr,
+    WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True,
+    W16: tl.constexpr = False,
 ):
     """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4."""
+    _assume_nonneg(H, INTER, stride_x, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
@@ -224,10 +365,16 @@ def gate_up_swiglu_kernel(
             x_ptr, xq_ptr, xs_ptr, tok, kb, H, stride_x, stride_xq, stride_xs,
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
         )  # fmt: skip
-        gq, gs = _load_mx(w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K)
-        uq, us = _load_mx(w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K)
-        acc_g = _mac(acc_g, a, a_s, gq, gs, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE)
-        acc_u = _mac(acc_u, a, a_s, uq, us, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE)
+        gq, gs = _load_mx(
+            w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
+        )
+        uq, us = _load_mx(
+            w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
+        )
+        acc_g = _mac(acc_g, a, a_s, gq, gs, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
+                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
+        acc_u = _mac(acc_u, a, a_s, uq, us, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
+                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
 
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
@@ -255,6 +402,67 @@ def gate_up_swiglu_kernel(
 
 
 @triton.jit
+def _finish_tokens(
+    out_ptr,
+    sum_ptr,
+    shared_ptr,
+    counter_ptr,
+    topk_ids_ptr,
+    rows,
+    row_ok,
+    offs_n,
+    n_ok,
+    pid_n,
+    top_k,
+    stride_out,
+    stride_sum,
+    stride_shared,
+    HAS_SHARED: tl.constexpr,
+    K_PAD: tl.constexpr,
+    MANUAL_BF16_RNE: tl.constexpr,
+):
+    """The top-k sum inside the down kernel, deterministic: every program that stored slot rows
+    of this N tile counts them per token (one int32 counter per (token, N tile), zeroed by the
+    alignment launch); the program whose arrival completes a token's valid slots sums that
+    token's K per-slot rows in slot order k = 0..K-1 in fp32 (+ shared), so the result does
+    not depend on which program finishes last. A program holds at most one slot per token
+    (its slots share one expert; a token's top-k experts are distinct)."""
+    tok = rows // top_k
+    offs_k = tl.arange(0, K_PAD)
+    k_ok = offs_k < top_k
+    ids = tl.load(topk_ids_ptr + tok[:, None] * top_k + offs_k[None, :],
+                  mask=row_ok[:, None] & k_ok[None, :], other=-1)  # fmt: skip
+    n_valid = tl.sum((ids >= 0).to(tl.int32), axis=1)
+    # Every thread's slot stores are done before any arrival is published (release at GPU scope
+    # by the atomic); the last arriver's reads come after its acquire and a block barrier.
+    tl.debug_barrier()
+    cnt = counter_ptr + tok * tl.num_programs(1) + pid_n
+    arrived = tl.atomic_add(cnt, 1, mask=row_ok, sem="acq_rel", scope="gpu")
+    last = row_ok & (arrived == n_valid - 1)
+    tl.debug_barrier()
+    total = tl.zeros((rows.shape[0], offs_n.shape[0]), dtype=tl.float32)
+    for k in range(0, top_k):
+        slot_k = tok * top_k + k
+        use = last & (tl.max(tl.where(offs_k[None, :] == k, ids, -1), axis=1) >= 0)
+        # .cg: other programs wrote these rows; read them from L2, not a stale L1 line.
+        part = tl.load(
+            out_ptr + slot_k[:, None] * stride_out + offs_n[None, :],
+            mask=use[:, None] & n_ok[None, :],
+            other=0.0,
+            cache_modifier=".cg",
+        )
+        total += part.to(tl.float32)
+    if HAS_SHARED:
+        total += tl.load(shared_ptr + tok[:, None] * stride_shared + offs_n[None, :],
+                         mask=last[:, None] & n_ok[None, :], other=0.0).to(tl.float32)  # fmt: skip
+    tl.store(
+        sum_ptr + tok[:, None] * stride_sum + offs_n[None, :],
+        round_bf16_rne(total, MANUAL_BF16_RNE).to(sum_ptr.dtype.element_ty),
+        mask=last[:, None] & n_ok[None, :],
+    )
+
+
+@triton.jit
 def down_kernel(
     a_ptr,
     aq_ptr,
@@ -266,7 +474,12 @@ def down_kernel(
     sorted_ids_ptr,
     block_expert_ptr,
     num_padded_ptr,
+    sum_ptr,
+    shared_ptr,
+    counter_ptr,
+    topk_ids_ptr,
     n_slots,
+    top_k,
     H,
     INTER,
     stride_a,
@@ -277,6 +490,8 @@ def down_kernel(
     stride_wse,
     stride_wsn,
     stride_out,
+    stride_sum,
+    stride_shared,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -286,8 +501,17 @@ def down_kernel(
     DOT_DTYPE: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr,
     EVEN_K: tl.constexpr,
+    WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True,
+    FUSE_SUM: tl.constexpr = False,
+    HAS_SHARED: tl.constexpr = False,
+    K_PAD: tl.constexpr = 8,
+    W16: tl.constexpr = False,
 ):
-    """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]); the sum over slots is done after."""
+    """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]) per slot; with FUSE_SUM also
+    sum[t, n] = sum_k out[t*K + k, n] (+ shared[t, n]), summed by whichever program stores a
+    token's last slot of this N tile (see `_finish_tokens`)."""
+    _assume_nonneg(H, INTER, stride_a, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
@@ -309,8 +533,11 @@ def down_kernel(
             a_ptr, aq_ptr, as_ptr, rows, kb, INTER, stride_a, stride_aq, stride_as,
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
         )  # fmt: skip
-        wq, ws = _load_mx(w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K)
-        acc = _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE)
+        wq, ws = _load_mx(
+            w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
+        )
+        acc = _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
+                   WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]
@@ -319,3 +546,9 @@ def down_kernel(
         round_bf16_rne(acc, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty),
         mask=row_ok[:, None] & n_ok[None, :],
     )
+    if FUSE_SUM:
+        _finish_tokens(
+            out_ptr, sum_ptr, shared_ptr, counter_ptr, topk_ids_ptr, rows, row_ok, offs_n, n_ok,
+            pid_n, top_k, stride_out, stride_sum, stride_shared, HAS_SHARED, K_PAD,
+            MANUAL_BF16_RNE,
+        )  # fmt: skip

@@ -1,7 +1,8 @@
 """Token-to-expert alignment: group the (token, slot) pairs by expert, each expert padded to a
 multiple of the kernel's BLOCK_M, so every program of the grouped GEMM reads one expert.
 
-Vectorized torch (no loop over tokens or experts). Masked slots (id -1) are dropped.
+Vectorized torch (no loop over tokens or experts), the reference; `align_tokens_triton` does the
+same in one Triton launch for the GPU's decode path. Masked slots (id -1) are dropped.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ class Alignment:
     sorted_ids: torch.Tensor  # int32 [capacity]: flat slot index t*K+k, pad entries = T*K
     block_expert: torch.Tensor  # int32 [capacity // BLOCK_M]: expert of each block, -1 = unused
     num_padded: torch.Tensor  # int32 [1]: entries in use (a multiple of BLOCK_M)
-    counts: torch.Tensor  # int64 [E]: real slots per expert
+    counts: torch.Tensor | None  # int64 [E]: real slots per expert (torch version only)
     block_m: int
 
     @property
@@ -43,11 +44,10 @@ def align_tokens(topk_ids: torch.Tensor, num_experts: int, block_m: int, exact: 
     num_padded = padded.sum()
 
     if exact:
-        capacity = int(num_padded.item())
+        capacity = max(int(num_padded.item()), block_m)
+        capacity = (capacity + block_m - 1) // block_m * block_m
     else:
-        capacity = min(n_slots * block_m, n_slots + num_experts * (block_m - 1))
-    capacity = max(capacity, block_m)
-    capacity = (capacity + block_m - 1) // block_m * block_m
+        capacity = worst_case_capacity(n_slots, num_experts, block_m)
 
     sorted_ids = torch.full((capacity,), n_slots, dtype=torch.int32, device=device)
     n_valid = int(valid.sum().item()) if exact else None
@@ -77,5 +77,69 @@ def align_tokens(topk_ids: torch.Tensor, num_experts: int, block_m: int, exact: 
         block_expert=block_expert,
         num_padded=num_padded.reshape(1).to(torch.int32),
         counts=counts,
+        block_m=block_m,
+    )
+
+
+# Slots up to which the one-program Triton alignment is used (decode and small prefill); it
+# loops over the slots in chunks, so past this the torch version's parallel sort is faster.
+TRITON_ALIGN_MAX_SLOTS = 8192
+# Slots per step of the one-program alignment: its [CHUNK, experts] compare tiles must fit the
+# registers of 4 warps at 256 experts (the compile gate checks it).
+ALIGN_CHUNK = 16
+
+
+def worst_case_capacity(n_slots: int, num_experts: int, block_m: int) -> int:
+    """Entries of the sorted-id buffer that no routing can overflow (a multiple of block_m)."""
+    capacity = max(min(n_slots * block_m, n_slots + num_experts * (block_m - 1)), block_m)
+    return (capacity + block_m - 1) // block_m * block_m
+
+
+def align_tokens_triton(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    block_m: int,
+    counters: torch.Tensor | None = None,
+    empty=torch.empty,
+) -> Alignment:
+    """`align_tokens(..., exact=False)` in one Triton launch (worst-case sized, no host sync).
+
+    `counters` (int32, any size) is zeroed by the same launch: the down kernel's arrival
+    counters. `counts` of the result is not computed here (None)."""
+    import triton
+
+    from sgl_kernel_rocm.moe._align_kernel import moe_align_kernel
+
+    ids = topk_ids.reshape(-1)
+    if not ids.is_contiguous():
+        ids = ids.contiguous()
+    n_slots = ids.numel()
+    device = ids.device
+    capacity = worst_case_capacity(n_slots, num_experts, block_m)
+    sorted_ids = empty((capacity,), dtype=torch.int32, device=device)
+    block_expert = empty((capacity // block_m,), dtype=torch.int32, device=device)
+    num_padded = empty((1,), dtype=torch.int32, device=device)
+    if counters is None:
+        counters = sorted_ids[:0]
+    moe_align_kernel[(1,)](
+        ids,
+        sorted_ids,
+        block_expert,
+        num_padded,
+        counters,
+        n_slots,
+        num_experts,
+        capacity,
+        counters.numel(),
+        BLOCK_M=block_m,
+        E_PAD=triton.next_power_of_2(max(num_experts, 16)),
+        CHUNK=ALIGN_CHUNK,
+        num_warps=4,
+    )
+    return Alignment(
+        sorted_ids=sorted_ids,
+        block_expert=block_expert,
+        num_padded=num_padded,
+        counts=None,
         block_m=block_m,
     )

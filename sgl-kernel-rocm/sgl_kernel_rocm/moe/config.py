@@ -52,11 +52,17 @@ def resolve_config(
     return get_config(OP, arch, m, key, heuristic_config, default_key=default)
 
 
-def choose_path(arch: str, act_dtype_is_fp32: bool) -> str:
-    """dot_scaled where the matrix units take MX operands natively, else nibble unpack.
+def choose_path(arch: str, act_dtype_is_fp32: bool, act_quant: str = "none") -> str:
+    """dot_scaled where the matrix units take the operands natively, else nibble unpack.
 
+    W4A4 (e2m1 x e2m1) takes dot_scaled on gfx950 and sm100 (native block-scaled MMA). W4A16
+    (bf16 x e2m1) takes it on gfx950 only, where `v_cvt_scalef32_pk_bf16_fp4` upcasts in
+    hardware; Triton decomposes it into a software upcast on sm100, which the word-wise unpack
+    upcast beats by the compile matrix's static ceiling (docs/kernels-moe.md).
     fp32 activations always unpack: dot_scaled takes bf16/fp16 or MX operands only.
     """
-    if act_dtype_is_fp32:
+    if act_dtype_is_fp32 or not has_native_dot_scaled(arch):
         return "unpack"
-    return "dot_scaled" if has_native_dot_scaled(arch) else "unpack"
+    if act_quant == "mxfp4" or arch == "gfx950":
+        return "dot_scaled"
+    return "unpack"

@@ -61,7 +61,7 @@ def fused_moe_reference(
     num_tokens, hidden = hidden_states.shape
     top_k = topk_ids.shape[1]
     num_experts = w13.shape[0]
-    inter = w2.shape[2] * 2
+    inter = prepared.w2.shape[2] if prepared is not None else w2.shape[2] * 2
     out = torch.zeros(num_tokens, hidden, dtype=torch.float32, device=hidden_states.device)
 
     ids = topk_ids.reshape(-1).to(torch.int64)

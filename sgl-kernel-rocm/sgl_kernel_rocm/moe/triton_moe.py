@@ -1,4 +1,6 @@
-"""Host side of the Triton fused MXFP4 MoE: alignment, buffers, the two launches, the top-k sum."""
+"""Host side of the Triton fused MXFP4 MoE: buffers and the launches. At decode on a GPU that is
+three launches per MoE layer (alignment, gate_up + SwiGLU, down + top-k sum), four with W4A4
+(the activation quantizer), no host sync."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import triton.language as tl
 
 from sgl_kernel_rocm.arch import current_arch
 from sgl_kernel_rocm.moe import _kernels
-from sgl_kernel_rocm.moe.align import align_tokens
+from sgl_kernel_rocm.moe.align import TRITON_ALIGN_MAX_SLOTS, align_tokens, align_tokens_triton
 from sgl_kernel_rocm.moe.config import choose_path, resolve_config
+from sgl_kernel_rocm.moe.layout import MoEWeightLayout
 
 _A_FMT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
@@ -41,8 +44,10 @@ def fused_moe_triton(
     shared_output: torch.Tensor | None = None,
     path: str = "auto",
     config: dict | None = None,
+    layout: MoEWeightLayout | None = None,
 ) -> torch.Tensor:
-    """Inputs already validated by `fused_moe_mxfp4`."""
+    """Inputs already validated by `fused_moe_mxfp4`. `layout` (prepared at load) allows the
+    one-multiply upcast; without it the unpack path takes the full-scale-range variant."""
     from sgl_kernel_rocm._mx_triton import quantize_rows
 
     on_cpu = hidden_states.device.type == "cpu"
@@ -53,14 +58,18 @@ def fused_moe_triton(
         )
     num_tokens, hidden = hidden_states.shape
     num_experts = w13.shape[0]
-    inter = w2.shape[2] * 2
+    # bf16/fp16 weights: the bf16-weight baseline (fused_moe_bf16), same kernels with W16.
+    w16 = w13.dtype in (torch.bfloat16, torch.float16)
+    inter = w2.shape[2] if w16 else w2.shape[2] * 2
+    if w16:
+        w13_scale, w2_scale, path, act_quant = w13, w2, "unpack", "none"
     top_k = topk_ids.shape[1]
     n_slots = num_tokens * top_k
     dtype = hidden_states.dtype
     arch = current_arch() if not on_cpu else "cpu"
 
     if path == "auto":
-        path = choose_path(arch, dtype == torch.float32)
+        path = choose_path(arch, dtype == torch.float32, act_quant=act_quant)
     if path == "dot_scaled" and act_quant == "none" and dtype not in _A_FMT:
         raise ValueError(f"path='dot_scaled' with W4A16 needs bf16/fp16 activations, got {dtype}")
     if config is None:
@@ -87,8 +96,31 @@ def fused_moe_triton(
     x = hidden_states.contiguous()
     w13, w13_scale = w13.contiguous(), w13_scale.contiguous()
     w2, w2_scale = w2.contiguous(), w2_scale.contiguous()
-    align = align_tokens(topk_ids, num_experts, bm, exact=on_cpu and _EXACT_ALIGN_ON_CPU)
-    weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    # The word-wise upcast (unpack path): int32 loads need 4-byte aligned rows.
+    words = not dot_scaled and not w16 and (
+        layout.words
+        if layout is not None
+        else all(t.data_ptr() % 4 == 0 and t.shape[-1] % 4 == 0 for t in (w13, w2))
+    )
+    full_range = layout is None or not layout.fast_scales
+    # Arrival counters of the down kernel's top-k sum, one per (token, N tile of H).
+    n_tiles_h = triton.cdiv(hidden, bn)
+    counters = _empty((num_tokens * n_tiles_h,), dtype=torch.int32, device=x.device)
+    if on_cpu and _EXACT_ALIGN_ON_CPU:
+        align = align_tokens(topk_ids, num_experts, bm, exact=True)
+        counters.zero_()
+    elif n_slots <= TRITON_ALIGN_MAX_SLOTS:
+        # One launch, worst-case sized (no host sync); it also zeroes the counters.
+        align = align_tokens_triton(topk_ids, num_experts, bm, counters=counters, empty=_empty)
+    else:
+        align = align_tokens(topk_ids, num_experts, bm, exact=False)
+        counters.zero_()
+    weights = topk_weights.reshape(-1)
+    if weights.dtype != torch.float32 or not weights.is_contiguous():
+        weights = weights.to(torch.float32).contiguous()
+    ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
+    if shared_output is not None and not shared_output.is_contiguous():
+        shared_output = shared_output.contiguous()
 
     if a4:
         xq = _empty((num_tokens, hidden // 2), dtype=torch.uint8, device=x.device)
@@ -139,12 +171,17 @@ def fused_moe_triton(
         DOT_DTYPE=dot_dtype,
         MANUAL_BF16_RNE=manual_rne,
         EVEN_K=hidden % bk == 0,
+        WORDS=words,
+        FULL_SCALE_RANGE=full_range,
+        W16=w16,
         **launch,
     )
 
-    # Masked slots are never written, so the per-slot buffer starts at zero.
-    per_slot = torch.zeros((n_slots, hidden), dtype=dtype, device=x.device)
-    grid2 = (align.num_blocks_bound, triton.cdiv(hidden, bn))
+    # Per-slot rows (masked slots are never written nor read) and the summed output.
+    per_slot = _empty((n_slots, hidden), dtype=dtype, device=x.device)
+    out = _empty((num_tokens, hidden), dtype=dtype, device=x.device)
+    shared = shared_output if shared_output is not None else out
+    grid2 = (align.num_blocks_bound, n_tiles_h)
     _kernels.down_kernel[grid2](
         act,
         actq,
@@ -156,7 +193,12 @@ def fused_moe_triton(
         align.sorted_ids,
         align.block_expert,
         align.num_padded,
+        out,
+        shared,
+        counters,
+        ids,
         n_slots,
+        top_k,
         hidden,
         inter,
         act.stride(0),
@@ -167,6 +209,8 @@ def fused_moe_triton(
         w2_scale.stride(0),
         w2_scale.stride(1),
         per_slot.stride(0),
+        out.stride(0),
+        shared.stride(0),
         BLOCK_M=bm,
         BLOCK_N=bn,
         BLOCK_K=bk,
@@ -176,9 +220,12 @@ def fused_moe_triton(
         DOT_DTYPE=dot_dtype,
         MANUAL_BF16_RNE=manual_rne,
         EVEN_K=inter % bk == 0,
+        WORDS=words,
+        FULL_SCALE_RANGE=full_range,
+        FUSE_SUM=True,
+        HAS_SHARED=shared_output is not None,
+        K_PAD=triton.next_power_of_2(top_k),
+        W16=w16,
         **launch,
     )
-    out = per_slot.view(num_tokens, top_k, hidden).sum(dim=1, dtype=torch.float32)
-    if shared_output is not None:
-        out += shared_output.to(torch.float32)
-    return out.to(dtype)
+    return out

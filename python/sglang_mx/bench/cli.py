@@ -226,6 +226,8 @@ def _cmd_agents(args) -> int:
 
     names = AGENT_PROGRAMS if args.program == "all" else (args.program,)
     kwargs = {"max_tokens": args.max_tokens}
+    if args.context_chars:
+        kwargs["context_chars"] = args.context_chars
     rows = []
     for name in names:
         module = importlib.import_module(f"sglang_mx.bench.agents.{name}")
@@ -307,5 +309,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--program", choices=("all", *AGENT_PROGRAMS), default="all")
     p.add_argument("--sessions", type=int, default=2, help="program runs (concurrent)")
     p.add_argument("--max-tokens", type=int, default=8, help="tokens per gen() call")
+    p.add_argument("--context-chars", type=int, help="shared context length (program default)")
     p.add_argument("-o", "--out", help="also write the results as JSON here")
     p.set_defaults(func=_cmd_agents)

@@ -7,6 +7,7 @@ hostile campaign on /generate. Real processes: the session's SGLang server + one
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -37,6 +38,7 @@ PROGRAMS = {
 SMALL = {"max_tokens": 2, "context_chars": 800}
 VOCAB = 2048
 CAMPAIGN_SEED = 20261130
+CAMPAIGN_CASES = int(os.environ.get("SGLANG_MX_NATIVE_CAMPAIGN_CASES", "40"))
 
 
 def _err(r: httpx.Response, status: int, reason: str) -> None:
@@ -232,6 +234,22 @@ def test_agent_program_through_provider(native, name):
 
 
 @pytest.mark.server
+def test_bench_agents_cli_through_provider(native, tmp_path, capsys):
+    from sglang_mx.cli.main import main
+
+    out = tmp_path / "agents.json"
+    argv = ["bench", "agents", "--url", native["url"], "--api-key", native["keys"]["a"],
+            "--program", "review_forkjoin", "--sessions", "1", "--max-tokens", "2",
+            "--context-chars", "800", "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert "| review_forkjoin | 1 |" in capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["programs"]
+    assert row["calls"] == 5 and row["cached_ratio"] > 0.5
+    ledger = [r for r in Ledger(native["db"]).rows() if r.created >= time.time() - 120]
+    assert row["cost_usd_per_run"] == pytest.approx(sum(r.cost for r in ledger[-5:]), rel=1e-9)
+
+
+@pytest.mark.server
 def test_keys_do_not_share_cache(native):
     _flush(native["upstream"])
     kwargs = {**SMALL}
@@ -392,4 +410,4 @@ def test_hostile_generate_campaign(native):
             if out.status != 200:
                 assert "error" in json.loads(out.text), out.text[:300]
 
-        for_each_hostile(("/generate",), target, 60, CAMPAIGN_SEED, one)
+        for_each_hostile(("/generate",), target, CAMPAIGN_CASES, CAMPAIGN_SEED, one)

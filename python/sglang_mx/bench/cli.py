@@ -258,8 +258,14 @@ def _cmd_agents(args) -> int:
     if args.out:
         from sglang_mx.bench.stamp import stamp
 
-        out = {"stamp": stamp(None, {"url": args.url, "via_provider": bool(args.api_key)}),
-               "programs": rows}  # fmt: skip
+        config = {"url": args.url, "via_provider": bool(args.api_key), "sessions": args.sessions,
+                  "max_tokens": args.max_tokens, "context_chars": args.context_chars}  # fmt: skip
+        if args.api_key:  # the prices the costs were billed at
+            import httpx
+
+            listed = httpx.get(args.url.rstrip("/") + "/v1/models", params={"format": "legacy"})
+            config["pricing"] = {m["id"]: m["pricing"] for m in listed.json()["data"]}
+        out = {"stamp": stamp(None, config), "programs": rows}
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
         print(f"wrote {args.out}")
     return 0

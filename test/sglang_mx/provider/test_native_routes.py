@@ -370,6 +370,22 @@ def test_stream_relays_and_bills(native):
     assert row.status == "ok" and row.completion_tokens == 6
     assert last["usage"]["cost"] == pytest.approx(row.cost)
     assert chunks[-1]["text"].startswith(chunks[0]["text"])  # cumulative text, as SGLang sends
+    # A DSL program streamed through the provider: same text and bill as unstreamed.
+    from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+
+    @sglang.function
+    def story(s, tag):
+        s += f"[{tag}] Once upon a time" + sglang.gen("x", max_tokens=6, temperature=0)
+
+    ep = RuntimeEndpoint(native["url"], api_key=native["keys"]["a"], chat_template_name="default")
+    tag = uuid.uuid4().hex[:8]
+    streamed = story.run(tag=tag, backend=ep, stream=True)
+    pieces = list(streamed.text_iter())
+    unary = story.run(tag=tag, backend=ep)
+    assert len(pieces) > 1 and streamed.text() == unary.text()
+    billed = [st.get_meta_info("x")["usage"] for st in (streamed, unary)]
+    assert billed[0]["completion_tokens"] == billed[1]["completion_tokens"] > 0
+    assert Ledger(native["db"]).get(streamed.get_meta_info("x")["id"]).status == "ok"
 
 
 @pytest.mark.server

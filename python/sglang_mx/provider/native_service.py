@@ -131,7 +131,7 @@ class NativeService:
         (each sample then reads the prompt from cache). Doing that prefill here makes its
         cache writes visible, so they are billed once per prompt, like any other call."""
         pre = NativeRequest(req.model, False, req.prompts > 1, req.prompts, 1, 0, {})
-        prefill = {k: v for k, v in body.items() if k not in ("sampling_params", "stream")}
+        prefill = {k: body[k] for k in ("text", "input_ids", "cache_salt") if k in body}
         prefill.update(rid=f"{rid}-prefill", sampling_params={"max_new_tokens": 0})
         bill = Billing(self.p, key, pre, f"{rid}-prefill")
         try:

@@ -417,14 +417,25 @@ def test_disconnect_aborts_upstream(native):
 
 
 @pytest.mark.server
-def test_hostile_generate_campaign(native):
+def test_hostile_generate_campaign(native, tmp_path):
     """Generated hostile /generate bodies through the provider: never a 5xx or a traceback,
-    every answer in time, and the worker behind it still generates after each."""
+    every answer within the client's 60 s, and the worker behind it still generates after each.
+    This provider caps completions at 8 tokens: a drawn body that drops its length (e.g.
+    `sampling_params: null`) is valid and would otherwise generate SGLang's default 128 tokens,
+    over a minute on a loaded 2-core box, which would read as a hang."""
+    served = httpx.get(native["upstream"] + "/v1/models", timeout=30).json()["data"][0]["id"]
+    pricing = write_pricing(tmp_path / "p.json", served, native["ctx"], max_completion_tokens=8)
+    db = tmp_path / "campaign.sqlite"
+    key = KeyStore(db).create("campaign")[1]
     target = Target(MODEL_ID, VOCAB, native["ctx"])
-    with httpx.Client(timeout=60) as client:
+    headers = {"Authorization": f"Bearer {key}"}
+    with (
+        provider_process(native["upstream"], pricing, db, "--default-rpm", "100000") as prov,
+        httpx.Client(timeout=60) as client,
+    ):
 
         def one(req):
-            out = attack(client, native["url"], req, native["upstream"], _h(native))
+            out = attack(client, prov.url, req, native["upstream"], headers)
             assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
             if out.status != 200:
                 assert "error" in json.loads(out.text), out.text[:300]

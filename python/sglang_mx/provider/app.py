@@ -19,6 +19,7 @@ from sglang_mx.provider.hotpath import (
     internal_error_response,
     provider_error_response,
 )
+from sglang_mx.provider.native_routes import MODEL_INFO_ROUTES
 from sglang_mx.provider.service import Provider
 from sglang_mx.provider.settings import ProviderSettings
 
@@ -92,6 +93,12 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
     # methods and for anyone mounting the bare FastAPI app.
     for path in COMPLETION_ROUTES:
         app.add_route(path, completion, methods=["POST"])
+
+    async def native_model_info(request: Request) -> dict:
+        return provider.native.model_info(request)
+
+    for path in MODEL_INFO_ROUTES:  # RuntimeEndpoint's first call
+        app.add_api_route(path, native_model_info, methods=["GET"])
 
     @app.get("/health")
     async def health() -> JSONResponse:

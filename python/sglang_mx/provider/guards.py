@@ -77,6 +77,7 @@ class UpstreamGuard:
     def __init__(self, upstream: Any) -> None:
         self.upstream = upstream  # provider.upstream.Upstream: its httpx client is reused
         self.limits = Limits()
+        self.served: frozenset[str] = frozenset()  # names the upstream serves its model under
         self.learned_at = float("-inf")
         self._refreshing: asyncio.Task | None = None
         self._warned = False
@@ -108,6 +109,7 @@ class UpstreamGuard:
             # Upstream down: keep what we knew; ask again in MIN_REFRESH_S, not per request.
             self.learned_at = time.monotonic() - REFRESH_S + MIN_REFRESH_S
             return self.limits
+        self.served = _served_names(info, models) or self.served
         self.limits = Limits(
             new.vocab_size or self.limits.vocab_size,
             new.context_length or self.limits.context_length,
@@ -129,6 +131,14 @@ class UpstreamGuard:
         if age >= REFRESH_S or (force and age >= MIN_REFRESH_S):
             self._refreshing = asyncio.ensure_future(self.refresh())
 
+    def check_native(self, body: dict[str, Any]) -> None:
+        """A native /generate body the provider rebuilt (native.py checked the types)."""
+        self.refresh_soon()
+        try:
+            _check_native(body, self.limits)
+        except GuardViolation as e:
+            raise bad_request(str(e), "invalid_parameter") from e
+
     def check(self, body: dict[str, Any]) -> None:
         """The upstream body the provider built (validated for types already)."""
         self.refresh_soon()
@@ -137,6 +147,55 @@ class UpstreamGuard:
             _check(body, limits)
         except GuardViolation as e:
             raise bad_request(str(e), "invalid_parameter") from e
+
+
+def _served_names(info: Any, models: Any) -> frozenset[str]:
+    names = set()
+    if isinstance(info, dict):
+        names.update(
+            v for k in ("served_model_name", "model_path") if isinstance(v := info.get(k), str)
+        )
+    if isinstance(models, dict) and isinstance(models.get("data"), list):
+        names.update(
+            m["id"] for m in models["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)
+        )
+    return frozenset(names)
+
+
+def _context_check(n_prompt: int, max_new: int, context: int | None) -> None:
+    if context is None:
+        return
+    if n_prompt >= context:
+        raise ProviderError(
+            413,
+            f"prompt of {n_prompt} tokens does not fit the {context}-token context",
+            "context_length_exceeded",
+        )
+    if n_prompt + max_new > context:
+        raise ProviderError(
+            413,
+            f"prompt ({n_prompt} tokens) + max_tokens ({max_new}) exceeds the {context}-token "
+            "context",
+            "context_length_exceeded",
+        )
+
+
+def _check_native(body: dict[str, Any], limits: Limits) -> None:
+    vocab = limits.vocab_size or 2**63  # without a known vocabulary only the sign is checkable
+    sampling = body["sampling_params"]
+    ids = body.get("input_ids")
+    if ids is not None:
+        rows = ids if isinstance(ids[0], list) else [ids]
+        for i, row in enumerate(rows):
+            where = f"input_ids[{i}]" if rows is ids else "input_ids"
+            check_token_ids(where, row, vocab, allow_empty=False)
+            _context_check(len(row), sampling["max_new_tokens"], limits.context_length)
+    for name in ("stop_token_ids", "logit_bias"):
+        if sampling.get(name) is not None:
+            check = check_logit_bias if name == "logit_bias" else check_token_ids
+            check(f"sampling_params.{name}", sampling[name], vocab)
+    if body.get("token_ids_logprob") is not None:
+        check_token_ids("token_ids_logprob", body["token_ids_logprob"], vocab)
 
 
 def _check(body: dict[str, Any], limits: Limits) -> None:

@@ -1,5 +1,6 @@
-"""ASGI front of the provider app: POSTs to the two completion routes go straight to the
-provider, everything else (models, health, metrics, 404/405, lifespan) to the FastAPI app.
+"""ASGI front of the provider app: POSTs to the two completion routes and SGLang's native
+`/generate` go straight to the provider, as do SGLang's admin routes (refused, any method);
+everything else (models, model info, health, metrics, 404/405, lifespan) to the FastAPI app.
 
 The completion routes are the hot path; through FastAPI each request crosses six middleware
 layers and the route table: ~100 of the provider's ~960 us of CPU per 1-token request when
@@ -15,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from sglang_mx.provider.errors import ProviderError, error_body
+from sglang_mx.provider.native_routes import GENERATE_ROUTE, NOT_IN_SGLANG, is_admin
 from sglang_mx.provider.service import Provider
 
 log = logging.getLogger(__name__)
@@ -42,13 +44,27 @@ class CompletionFront:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         endpoint = None
-        if scope["type"] == "http" and scope["method"] == "POST":
-            endpoint = COMPLETION_ROUTES.get(scope["path"])
+        if scope["type"] == "http":
+            path, method = scope["path"], scope["method"]
+            if method == "POST":
+                endpoint = COMPLETION_ROUTES.get(path)
+            if path == GENERATE_ROUTE and method in ("POST", "PUT"):
+                endpoint = "generate"
+            elif is_admin(path) or path in NOT_IN_SGLANG:
+                endpoint = "refuse"
         if endpoint is None:
             await self.app(scope, receive, send)
             return
         try:
-            response: Response = await self.provider.handle(Request(scope, receive), endpoint)
+            request = Request(scope, receive)
+            response: Response
+            if endpoint == "generate":
+                response = await self.provider.native.handle(request)
+            elif endpoint == "refuse":
+                self.provider.native.refuse(request, scope["path"])  # always raises
+                raise AssertionError("unreachable")
+            else:
+                response = await self.provider.handle(request, endpoint)
         except ProviderError as exc:
             response = provider_error_response(self.provider, exc)
         except Exception:  # noqa: BLE001 - logged; the client gets the OpenRouter 500 shape

@@ -25,8 +25,9 @@ class RateLimiter:
         while toks and toks[0][0] <= now - WINDOW_S:
             self._token_sum[key_id] -= toks.popleft()[1]
 
-    def acquire(self, key_id: str, rpm: int, tpm: int) -> float:
-        """Admit one request (returns 0.0) or return the seconds until one would be admitted.
+    def acquire(self, key_id: str, rpm: int, tpm: int, count: int = 1) -> float:
+        """Admit `count` requests at once (returns 0.0) or return the seconds until they would
+        be admitted (a native batch counts each output). `count` must not exceed rpm.
 
         Tokens are charged after the fact (add_tokens), so a key over its token budget waits
         until enough of its last minute's tokens age out."""
@@ -34,8 +35,8 @@ class RateLimiter:
         self._trim(key_id, now)
         reqs, toks = self._requests[key_id], self._tokens[key_id]
         waits = []
-        if len(reqs) >= rpm:
-            waits.append(reqs[len(reqs) - rpm] + WINDOW_S - now)
+        if len(reqs) + count > rpm:
+            waits.append(reqs[len(reqs) + count - 1 - rpm] + WINDOW_S - now)
         used = self._token_sum.get(key_id, 0)
         if used >= tpm:
             for t, n in toks:  # oldest first: wait until the window sum drops below tpm
@@ -45,7 +46,7 @@ class RateLimiter:
                     break
         if waits:
             return max(1.0, math.ceil(max(waits)))
-        reqs.append(now)
+        reqs.extend([now] * count)
         return 0.0
 
     def add_tokens(self, key_id: str, n: int) -> None:

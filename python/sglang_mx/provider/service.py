@@ -18,6 +18,7 @@ from sglang_mx.provider.guards import UpstreamGuard
 from sglang_mx.provider.keys import ApiKey, KeyStore
 from sglang_mx.provider.ledger import Ledger
 from sglang_mx.provider.metrics import ProviderMetrics
+from sglang_mx.provider.native_service import NativeService
 from sglang_mx.provider.pricing import ModelPricing, load_pricing
 from sglang_mx.provider.ratelimit import RateLimiter
 from sglang_mx.provider.relay import StreamRelay
@@ -57,6 +58,7 @@ class Provider:
         self._active_keys: tuple[float, int] = (float("-inf"), 0)
         self._spend: dict[str, tuple[float, float]] = {}  # key id -> (read at, USD spent)
         self.recovered = self.ledger.recover(self._cost_of)
+        self.native = NativeService(self)  # SGLang's native routes for sgl.RuntimeEndpoint
 
     def _cost_of(self, model_id: str, prompt: int, completion: int, cached: int) -> float:
         model = self.models.get(model_id)
@@ -103,14 +105,22 @@ class Provider:
             self._spend[key_id] = hit
         return hit[1]
 
-    def admit(self, key: ApiKey) -> None:
+    def admit(self, key: ApiKey, count: int = 1) -> None:
+        """Spend and rate limits; `count` requests at once (a native batch's outputs)."""
         if key.limit_usd is not None and self.spent(key.id) >= key.limit_usd:
             raise ProviderError(
                 402, f"key {key.id} has spent its {key.limit_usd} USD limit", "insufficient_credits"
             )
         rpm = key.rpm if key.rpm is not None else self.settings.default_rpm
         tpm = key.tpm if key.tpm is not None else self.settings.default_tpm
-        wait = self.limiter.acquire(key.id, rpm, tpm)
+        if count > rpm:
+            raise ProviderError(
+                429,
+                f"{count} outputs in one request exceed this key's {rpm} requests/min; send "
+                "smaller batches",
+                "rate_limited",
+            )
+        wait = self.limiter.acquire(key.id, rpm, tpm, count)
         if wait:
             raise ProviderError(
                 429,

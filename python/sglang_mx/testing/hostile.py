@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 SGLANG_ROUTES = ("/generate", "/v1/completions", "/v1/chat/completions")
 PROVIDER_ROUTES = ("/v1/completions", "/v1/chat/completions")
+PROVIDER_NATIVE_ROUTES = ("/generate",)  # the provider's native route for sgl.RuntimeEndpoint
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,19 @@ def test_keys_are_hashed_at_rest_and_revocable(tmp_path: Path) -> None:
     assert store.cache_salt(key.id) != store.cache_salt(other_key.id)
 
 
+def test_rate_limiter_counts_a_batch_as_its_outputs() -> None:
+    now = [1000.0]
+    lim = RateLimiter(clock=lambda: now[0])
+    assert lim.acquire("k", rpm=5, tpm=10**6) == 0
+    now[0] += 20
+    assert lim.acquire("k", rpm=5, tpm=10**6, count=3) == 0  # 4 of 5 used
+    wait = lim.acquire("k", rpm=5, tpm=10**6, count=2)  # needs the first one to age out
+    assert 39 <= wait <= 40
+    now[0] += 40.5
+    assert lim.acquire("k", rpm=5, tpm=10**6, count=2) == 0
+    assert 1 <= lim.acquire("k", rpm=5, tpm=10**6, count=1) <= 20  # the batch of 3 holds 3
+
+
 def test_rate_limiter_requests_and_tokens() -> None:
     now = [1000.0]
     lim = RateLimiter(clock=lambda: now[0])

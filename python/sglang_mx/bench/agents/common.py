@@ -1,6 +1,7 @@
 """Shared machinery of the DSL agent programs: a metered RuntimeEndpoint (hit rate, per-call
-latency, a no-reuse mode that flushes the cache before every call), the reuse-vs-no-reuse
-comparison, and conversion of the recorded calls into a replayable trace."""
+latency and, through the provider, billed cost; a no-reuse mode that flushes the cache before
+every call), the reuse-vs-no-reuse comparison, a run through the provider with an API key, and
+conversion of the recorded calls into a replayable trace."""
 
 from __future__ import annotations
 
@@ -26,11 +27,19 @@ class Call:
     completion_tokens: int
     latency_s: float
     t: float
+    id: str = ""  # the provider's ledger row id (SGLang's own rid when called directly)
+    cost: float | None = None  # USD billed by the provider; None when SGLang is called directly
 
 
 @dataclass
 class Meter:
     calls: list[Call] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # each program instance's final text
+
+    @property
+    def cost(self) -> float | None:
+        costs = [c.cost for c in self.calls]
+        return None if not costs or None in costs else float(sum(costs))  # type: ignore[arg-type]
 
     @property
     def prompt_tokens(self) -> int:
@@ -45,16 +54,17 @@ class Meter:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-def metered_endpoint(base_url: str, reuse: bool = True):
+def metered_endpoint(base_url: str, reuse: bool = True, api_key: str | None = None):
     """A RuntimeEndpoint that records every generation. Calls are serialized in both modes so
     that the only difference between them is the prefix cache; without reuse the cache is
-    flushed before each call (SGLang flushes only when idle, which serializing guarantees)."""
+    flushed before each call (SGLang flushes only when idle, which serializing guarantees).
+    `api_key` is sent as `Authorization: Bearer` (the provider's keys)."""
     from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
     class MeteredEndpoint(RuntimeEndpoint):
         def __init__(self) -> None:
             # the DSL picks a chat template by model path; these programs use plain text
-            super().__init__(base_url, chat_template_name="default")
+            super().__init__(base_url, api_key=api_key, chat_template_name="default")
             self.meter = Meter()
             self.lock = threading.Lock()
             self.t0 = time.perf_counter()
@@ -69,6 +79,7 @@ def metered_endpoint(base_url: str, reuse: bool = True):
             super().flush_cache()
 
         def _record(self, s, text: str, meta: dict, start: float) -> None:
+            usage = meta.get("usage")  # the provider's billed usage
             self.meter.calls.append(
                 Call(
                     session=int(s.arguments.get("session", 0)) if s.arguments else 0,
@@ -79,6 +90,8 @@ def metered_endpoint(base_url: str, reuse: bool = True):
                     completion_tokens=int(meta.get("completion_tokens", 0)),
                     latency_s=time.perf_counter() - start,
                     t=start - self.t0,
+                    id=str(meta.get("id", "")),
+                    cost=float(usage["cost"]) if isinstance(usage, dict) else None,
                 )
             )
 
@@ -104,10 +117,20 @@ def metered_endpoint(base_url: str, reuse: bool = True):
     return MeteredEndpoint()
 
 
-def run_program(func, base_url: str, sessions: int, reuse: bool, **kwargs) -> tuple[Meter, float]:
-    """Run `sessions` instances of a DSL program; returns the meter and the wall time."""
-    endpoint = metered_endpoint(base_url, reuse=reuse)
-    endpoint.flush_cache()
+def run_program(
+    func,
+    base_url: str,
+    sessions: int,
+    reuse: bool,
+    api_key: str | None = None,
+    flush: bool = True,
+    **kwargs,
+) -> tuple[Meter, float]:
+    """Run `sessions` instances of a DSL program; returns the meter and the wall time. The
+    cache is flushed first unless `flush` is False (the provider refuses /flush_cache)."""
+    endpoint = metered_endpoint(base_url, reuse=reuse, api_key=api_key)
+    if flush:
+        endpoint.flush_cache()
     args = [{"session": i, **kwargs} for i in range(sessions)]
     start = time.perf_counter()
     states = func.run_batch(args, backend=endpoint, num_threads=sessions, progress_bar=False)
@@ -115,7 +138,29 @@ def run_program(func, base_url: str, sessions: int, reuse: bool, **kwargs) -> tu
     for st in states:
         if st.error():
             raise RuntimeError(f"agent program failed: {st.error()}")
+        endpoint.meter.texts.append(st.text())
     return endpoint.meter, wall
+
+
+def run_via_provider(func, base_url: str, api_key: str, sessions: int = 1, **kwargs) -> dict:
+    """Run a program through the provider with a key (prefix reuse on, no flush: the provider
+    refuses it) and report what the customer sees: calls, cached-token ratio, billed cost."""
+    meter, wall = run_program(func, base_url, sessions, True, api_key=api_key, flush=False,
+                              **kwargs)  # fmt: skip
+    cost = meter.cost
+    return {
+        "program": func.func.__name__ if hasattr(func, "func") else str(func),
+        "sessions": sessions,
+        "calls": len(meter.calls),
+        "prompt_tokens": meter.prompt_tokens,
+        "cached_tokens": meter.cached_tokens,
+        "completion_tokens": sum(c.completion_tokens for c in meter.calls),
+        "cached_ratio": meter.hit_rate,
+        "cost_usd": cost,
+        "cost_usd_per_run": None if cost is None else cost / sessions,
+        "wall_s": wall,
+        "meter": meter,
+    }
 
 
 def compare_reuse(func, base_url: str, sessions: int = 2, warmup: bool = True, **kwargs) -> dict:

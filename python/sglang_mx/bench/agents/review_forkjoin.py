@@ -16,6 +16,10 @@ BRIEFS = ("correctness", "performance", "style")
 def review(s, session: int, max_tokens: int = 8, context_chars: int = 3000):
     s += f"Code review {session}. File under review:\n"
     s += stdlib_document("textwrap", context_chars) + "\n"
+    # Wait for the text so far: SGLang 0.5.23's fork() decides whether to prefill the shared
+    # prefix (one call, then every branch reads it from cache) from text it has not yet synced,
+    # so without this the prefill is skipped at random and one branch computes the document.
+    s.text()
     forks = s.fork(len(BRIEFS))
     for f, brief in zip(forks, BRIEFS, strict=True):
         f += f"Review for {brief}:"

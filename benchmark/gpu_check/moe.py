@@ -102,7 +102,8 @@ def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
         return call(routes[0]), fused_moe_reference(x, w13, w13s, w2, w2s, w, ids)
 
     return {"fn": call, "check": check, "bytes": weight_bytes(p, used),
-            "experts_per_call": used, "rotations": n_rot}  # fmt: skip
+            "experts_per_call": used, "rotations": n_rot,
+            "args": (x, w13, w13s, w2, w2s), "routes": cyc, "route0": routes[0]}  # fmt: skip
 
 
 def moe_bf16_case(p: dict[str, Any], fn, seed: int = 0) -> dict[str, Any]:

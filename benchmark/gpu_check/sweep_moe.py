@@ -4,7 +4,12 @@ CPU box): the static ceiling models instruction issue, not latency, so it cannot
 decode tile of 4-bit weights needs more bytes in flight than the same tile of bf16 weights.
 
     python benchmark/gpu_check/sweep_moe.py --budget-s 200 --out OUT      # on the GPU
+    python benchmark/gpu_check/sweep_moe.py --variants --budget-s 90 --out OUT
     python benchmark/gpu_check/sweep_moe.py --dry-run --out /tmp/x        # CPU, interpreter
+
+--variants times the shipped table's config under each code path (`unpack`, `dot_scaled`) with
+and without the load-time weight layout (`prepare_weights`, what the plugin passes when serving)
+instead of sweeping configs.
 
 Writes OUT/moe-sweep-<arch>.json: every (layout, tokens, config) timed kernel-only (CUDA-graph
 replay of one whole fused call), as a fraction of the copy bandwidth of the same run. Picking
@@ -55,6 +60,7 @@ def _parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--variants", action="store_true", help="paths x layout, shipped configs")
     p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny")
     return p.parse_args(argv)
 
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sgl_kernel_rocm.arch import current_arch
     from sgl_kernel_rocm.moe import fused_moe_mxfp4
+    from sgl_kernel_rocm.moe.layout import prepare_weights
 
     start = time.time()
     gpu = measure.on_gpu()
@@ -81,18 +88,27 @@ def main(argv: list[str] | None = None) -> int:
         p = dict(layouts[layout], tokens=tokens if gpu else min(tokens, 2))
         case = moe_cases.moe_case(p)
         x_args = case["args"]
-        cands = candidates(tokens) if gpu else candidates(1)[:2]
+        if args.variants:
+            prepared = prepare_weights(*x_args[1:])
+            cands = [{"path": path, "layout": lay}
+                     for path in ("unpack", "dot_scaled") for lay in (None, prepared)]  # fmt: skip
+        else:
+            cands = [{"config": c} for c in (candidates(tokens) if gpu else candidates(1)[:2])]
         ids0, w0 = case["route0"]
         ref = case["check"]()[1]
-        for cfg in cands:
+        for kw in cands:
+            cfg = kw.get("config")
+            kw = dict(kw, backend="triton")
             if time.time() - start > args.budget_s:
                 skipped.append(f"{layout} M{tokens} {cfg}")
                 continue
             row = {"layout": layout, "tokens": tokens, "config": cfg, **layouts[layout]}
+            if args.variants:
+                row.update(path=kw["path"], weight_layout=repr(kw["layout"]))
 
-            def call(cfg=cfg, case=case, x_args=x_args):
+            def call(kw=kw, case=case, x_args=x_args):
                 ids, w = next(case["routes"])
-                return fused_moe_mxfp4(*x_args, w, ids, backend="triton", config=cfg)
+                return fused_moe_mxfp4(*x_args, w, ids, **kw)
 
             try:
                 secs, how = measure.kernel_time_s(call, rep_ms=10)
@@ -102,14 +118,15 @@ def main(argv: list[str] | None = None) -> int:
                 if gpu:
                     torch.cuda.synchronize()
                 continue
-            out = fused_moe_mxfp4(*x_args, w0, ids0, backend="triton", config=cfg)
+            out = fused_moe_mxfp4(*x_args, w0, ids0, **kw)
             row.update(moe_cases.check_moe(out, ref))
             nbytes = sum(case["bytes"].values())
             row.update(us=secs * 1e6, timing=how, gbps=nbytes / secs / 1e9)
             if copy["best_gbps"]:
                 row["frac_copy"] = row["gbps"] / copy["best_gbps"]
             rows.append(row)
-            print(f"{layout} M{tokens} {cfg} {row['us']:.1f}us "
+            what = f"{kw.get('path')} {kw.get('layout')}" if args.variants else cfg
+            print(f"{layout} M{tokens} {what} {row['us']:.1f}us "
                   f"{row.get('frac_copy', 0):.3f} ok={row['ok']}", flush=True)  # fmt: skip
     import triton
 
@@ -130,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "skipped_budget": skipped,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"moe-sweep-{arch}.json"
+    path = args.out / f"moe-{'variants' if args.variants else 'sweep'}-{arch}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {path}: {len(rows)} rows, {len(skipped)} skipped for the budget")
     return 0

@@ -10,7 +10,7 @@ PORT ?= 30000
 PYTEST_ARGS ?=
 FUZZ_MINUTES ?= 30
 
-.PHONY: setup serve test compile-check fuzz bench model lint wheels clean
+.PHONY: setup serve test compile-check fuzz bench model model-glm5 lint wheels clean
 
 setup: $(STAMP)
 
@@ -55,6 +55,13 @@ model: setup
 	rm -rf $(ASSETS)/tiny-glm-moe-mxfp4
 	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm-moe-bf16 $(ASSETS)/tiny-glm-moe-mxfp4
 	$(BIN)/python scripts/eval_tiny_model.py
+
+# Re-train the bundled tiny GLM-5-architecture model (MLA + DSA, ~25 min on 2 cores), quantize it.
+model-glm5: setup
+	nice $(BIN)/python scripts/train_tiny_glm5.py --out $(ASSETS)/tiny-glm5-bf16 --minutes 25
+	rm -rf $(ASSETS)/tiny-glm5-mxfp4
+	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm5-bf16 $(ASSETS)/tiny-glm5-mxfp4
+	$(BIN)/python scripts/eval_tiny_glm5.py
 
 lint: setup
 	$(BIN)/ruff check python sgl-kernel-rocm benchmark scripts test

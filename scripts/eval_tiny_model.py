@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
-from sglang_mx.assets import bundled_model_path  # noqa: E402
-from sglang_mx.bench.stamp import stamp  # noqa: E402
-from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity  # noqa: E402
-from train_tiny_model import encode_stream, stdlib_files  # noqa: E402
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.bench.stamp import stamp
+from sglang_mx.testing.corpus import encode_stream, stdlib_files
+from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity
 
 
 def main() -> None:

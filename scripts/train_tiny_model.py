@@ -12,14 +12,13 @@ is made afterwards with `sglang-mx quantize`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
-import sysconfig
 import time
 from pathlib import Path
 
 import torch
+from sglang_mx.testing.corpus import encode_stream, stdlib_files
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>"]
 # Minimal chat format the bundled tokenizer understands; SGLang's /v1/chat/completions applies it.
@@ -27,27 +26,6 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-
-
-def stdlib_files(max_bytes: int) -> tuple[list[str], list[str]]:
-    """Stdlib sources split ~95/5 by a hash of the relative path (stable across machines)."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    train, held_out = [], []
-    total = 0
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(("site-packages/", "test/", "idlelib/", "lib2to3/tests/")):
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        bucket = int(hashlib.sha256(rel.encode()).hexdigest(), 16) % 20
-        (held_out if bucket == 0 else train).append(text)
-        total += len(text)
-        if total >= max_bytes:
-            break
-    return train, held_out
 
 
 def train_tokenizer(texts: list[str], vocab_size: int, out: Path):
@@ -105,14 +83,6 @@ def make_config(vocab_size: int, eos_id: int, max_positions: int):
         num_mtp_layers=0,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
     )
-
-
-def encode_stream(tokenizer, texts: list[str], eos_id: int) -> torch.Tensor:
-    ids: list[int] = []
-    for text in texts:
-        ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
-        ids.append(eos_id)
-    return torch.tensor(ids, dtype=torch.long)
 
 
 @torch.no_grad()

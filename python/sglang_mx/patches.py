@@ -122,9 +122,106 @@ def guard_request_validation() -> None:
     )
 
 
+def _no_cuda_capability(original, *args, **kwargs):
+    """AROUND hook on model_hook.handle_model_specific_adjustments (see cpu_dsa_arg_resolution)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return original(*args, **kwargs)
+    probe = torch.cuda.get_device_capability
+    torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        torch.cuda.get_device_capability = probe
+
+
+def cpu_dsa_arg_resolution() -> None:
+    """SGLang 0.5.23 resolves DSA server arguments (`arg_groups/model_hook.py`
+    handle_model_specific_adjustments, and the `_dsa_kv_cache_dtype_default` /
+    `_dsa_split_backend_resolution` passes it runs from `overrides.py`) with
+    `torch.cuda.get_device_capability()` on every non-NPU/XPU platform, ours included; on a
+    machine without CUDA that raises before the server starts. While that one function runs we
+    answer (0, 0): "no tensor-core generation", which selects a bf16 latent cache (SGLang's
+    choice below SM100) and GPU DSA sub-backends our mx_dsa backend never calls."""
+    check_version()
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(
+        "sglang.srt.arg_groups.model_hook.handle_model_specific_adjustments",
+        _no_cuda_capability,
+        HookType.AROUND,
+    )
+
+
+def _rope_cpu_any_type(original, head_size, rotary_dim, max_position, base, is_neox_style=True,
+                       rope_scaling=None, dtype=None, partial_rotary_factor=1.0, device=None):
+    """AROUND hook on factory.get_rope_cpu (see cpu_rope_any_type)."""
+    from sglang.srt.layers.rotary_embedding import factory
+
+    kind = (rope_scaling or {}).get("rope_type", (rope_scaling or {}).get("type"))
+    if kind == "deepseek_yarn":
+        return original(head_size, rotary_dim, max_position, base, is_neox_style, rope_scaling,
+                        dtype, partial_rotary_factor, device)
+    return factory.get_rope(head_size, rotary_dim, max_position, base, is_neox_style,
+                            rope_scaling, dtype, partial_rotary_factor)
+
+
+def cpu_rope_any_type() -> None:
+    """SGLang 0.5.23's CPU RoPE factory (`layers/rotary_embedding/factory.py` get_rope_cpu,
+    reached from get_rope_wrapper whenever device == "cpu") asserts rope_scaling is a
+    `deepseek_yarn` dict: plain RoPE (GLM-5's DSA indexer, rope_scaling None) fails to build.
+    Other types go to the generic `get_rope`, whose RotaryEmbedding runs forward_native on CPU."""
+    check_version()
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(
+        "sglang.srt.layers.rotary_embedding.factory.get_rope_cpu",
+        _rope_cpu_any_type,
+        HookType.AROUND,
+    )
+
+
+def _dsa_backend_first(original, server_args, *args, **kwargs):
+    """AROUND hook on platform_hook.handle_cpu_backends (see cpu_dsa_default_backend)."""
+    from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
+
+    from sglang_mx.attention.mla_backend import BACKEND_NAME, wants_mx_dsa
+
+    cfg = resolving_view(server_args)
+    unset = (
+        cfg.attention_backend is None
+        and cfg.prefill_attention_backend is None
+        and cfg.decode_attention_backend is None
+    )
+    if cfg.device == "cpu" and unset and wants_mx_dsa(server_args):
+        declare_resolution(server_args, "sglang_mx_dsa_default", attention_backend=BACKEND_NAME)
+    return original(server_args, *args, **kwargs)
+
+
+def cpu_dsa_default_backend() -> None:
+    """SGLang 0.5.23 picks the attention backend for a CPU device in
+    `arg_groups/platform_hook.py` handle_cpu_backends (intel_amx, falling back to torch_native,
+    neither of which runs MLA) before any out-of-tree platform default is consulted, and its
+    DSA default (`dsa`) is GPU kernels only. For a DSA checkpoint with no backend given we
+    declare `mx_dsa` just before that function runs; an explicit --attention-backend wins."""
+    check_version()
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(
+        "sglang.srt.arg_groups.platform_hook.handle_cpu_backends",
+        _dsa_backend_first,
+        HookType.AROUND,
+    )
+
+
 def apply() -> None:
     from sglang_mx.env import ENV
 
     check_version()
     if ENV.guards:
         guard_request_validation()
+    if ENV.platform_wanted():
+        cpu_dsa_arg_resolution()
+        cpu_dsa_default_backend()
+        cpu_rope_any_type()

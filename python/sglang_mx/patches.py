@@ -154,17 +154,44 @@ def cpu_dsa_arg_resolution() -> None:
     )
 
 
-def _rope_cpu_any_type(original, head_size, rotary_dim, max_position, base, is_neox_style=True,
-                       rope_scaling=None, dtype=None, partial_rotary_factor=1.0, device=None):
+def _rope_cpu_any_type(
+    original,
+    head_size,
+    rotary_dim,
+    max_position,
+    base,
+    is_neox_style=True,
+    rope_scaling=None,
+    dtype=None,
+    partial_rotary_factor=1.0,
+    device=None,
+):
     """AROUND hook on factory.get_rope_cpu (see cpu_rope_any_type)."""
     from sglang.srt.layers.rotary_embedding import factory
 
     kind = (rope_scaling or {}).get("rope_type", (rope_scaling or {}).get("type"))
     if kind == "deepseek_yarn":
-        return original(head_size, rotary_dim, max_position, base, is_neox_style, rope_scaling,
-                        dtype, partial_rotary_factor, device)
-    return factory.get_rope(head_size, rotary_dim, max_position, base, is_neox_style,
-                            rope_scaling, dtype, partial_rotary_factor)
+        return original(
+            head_size,
+            rotary_dim,
+            max_position,
+            base,
+            is_neox_style,
+            rope_scaling,
+            dtype,
+            partial_rotary_factor,
+            device,
+        )
+    return factory.get_rope(
+        head_size,
+        rotary_dim,
+        max_position,
+        base,
+        is_neox_style,
+        rope_scaling,
+        dtype,
+        partial_rotary_factor,
+    )
 
 
 def cpu_rope_any_type() -> None:

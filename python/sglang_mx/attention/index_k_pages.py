@@ -18,7 +18,9 @@ AMAX_FLOOR = 1e-4
 SCALE_BYTES = 4
 
 
-def page_views(buf: torch.Tensor, page_size: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+def page_views(
+    buf: torch.Tensor, page_size: int, head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(keys FP8 [num_pages, page, head_dim], scales fp32 [num_pages, page]) viewing `buf`."""
     row = page_size * (head_dim + SCALE_BYTES)
     if buf.dtype != torch.uint8 or buf.dim() != 2 or buf.shape[1] != row:
@@ -41,9 +43,7 @@ def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
-def store(
-    buf: torch.Tensor, loc: torch.Tensor, key: torch.Tensor, page_size: int
-) -> None:
+def store(buf: torch.Tensor, loc: torch.Tensor, key: torch.Tensor, page_size: int) -> None:
     """Quantize key [T, head_dim] and write it at token slots `loc` [T]."""
     keys, scales = page_views(buf, page_size, key.shape[-1])
     q, scale = quantize(key)

@@ -8,8 +8,8 @@ mixed prefill+decode batches and decode, over SGLang's own pools -- the paged la
 (dsa_triton), and extend stays on torch. Model side: DeepseekV2AttentionMLA asks
 `AttentionBackendRegistry` (models/deepseek_common) how to run; our handler always answers MLA
 (absorbed), so attention gets q = [q_nope W_UK | q_pe] [T, H, 576], k = [c_kv | k_pe] and
-`topk_indices` from the indexer
-(which finds this backend and the pool through SGLang's forward_context accessors) (indexer_forward_native, shared by the next layer on GLM-5.2).
+`topk_indices` from the indexer (indexer_forward_native, which finds this backend and the pool
+through SGLang's forward_context accessors; GLM-5.2 shares one top-k with the next layer).
 
 SGLang-private access (0.5.23, asserted in register()): ModelRunner.req_to_token_pool /
 token_to_kv_pool / device / page_size, ForwardBatch fields (req_pool_indices, seq_lens_cpu,
@@ -49,7 +49,7 @@ def requests_of(forward_batch: Any, req_to_token: torch.Tensor) -> list[dsa_math
         extends = [int(n) for n in forward_batch.extend_seq_lens_cpu]
     rows = forward_batch.req_pool_indices.tolist()
     out, start = [], 0
-    for row, n, e in zip(rows, seq_lens, extends):
+    for row, n, e in zip(rows, seq_lens, extends, strict=True):
         out.append(dsa_math.Request(start, e, n, req_to_token[row, :n].long()))
         start += e
     return out
@@ -111,7 +111,12 @@ def _make_class() -> type:
                 from sglang_mx.attention import dsa_triton
 
                 o = dsa_triton.mla_decode_paged(
-                    q3, kv_buf, self.page_size, self.table, self.seq_lens, layer.scaling,
+                    q3,
+                    kv_buf,
+                    self.page_size,
+                    self.table,
+                    self.seq_lens,
+                    layer.scaling,
                     topk_indices,
                 )
             else:

@@ -122,18 +122,23 @@ def guard_request_validation() -> None:
     )
 
 
-def _no_cuda_capability(original, *args, **kwargs):
+def _no_cuda_capability(original, server_args, *args, **kwargs):
     """AROUND hook on model_hook.handle_model_specific_adjustments (see cpu_dsa_arg_resolution)."""
     import torch
+    from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
 
     if torch.cuda.is_available():
-        return original(*args, **kwargs)
+        return original(server_args, *args, **kwargs)
+    kv_auto = resolving_view(server_args).kv_cache_dtype == "auto"
     probe = torch.cuda.get_device_capability
     torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
     try:
-        return original(*args, **kwargs)
+        result = original(server_args, *args, **kwargs)
     finally:
         torch.cuda.get_device_capability = probe
+    if kv_auto and resolving_view(server_args).kv_cache_dtype != "auto":
+        declare_resolution(server_args, "sglang_mx_cpu_kv_dtype", kv_cache_dtype="auto")
+    return result
 
 
 def cpu_dsa_arg_resolution() -> None:
@@ -142,8 +147,11 @@ def cpu_dsa_arg_resolution() -> None:
     `_dsa_split_backend_resolution` passes it runs from `overrides.py`) with
     `torch.cuda.get_device_capability()` on every non-NPU/XPU platform, ours included; on a
     machine without CUDA that raises before the server starts. While that one function runs we
-    answer (0, 0): "no tensor-core generation", which selects a bf16 latent cache (SGLang's
-    choice below SM100) and GPU DSA sub-backends our mx_dsa backend never calls."""
+    answer (0, 0): "no tensor-core generation", which selects GPU DSA sub-backends our mx_dsa
+    backend never calls. The same pass turns an unset --kv-cache-dtype into bfloat16 for DSA
+    models, because SGLang's GPU MLA kernels read only bf16/FP8 latents; on the CPU engine we
+    put "auto" (the model dtype) back, so `--dtype float32` means a float32 latent cache as for
+    every other model. An explicit --kv-cache-dtype is left alone."""
     check_version()
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 

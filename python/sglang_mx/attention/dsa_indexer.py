@@ -14,11 +14,29 @@ and runs the torch path on CPU or sgl_kernel_rocm's Triton indexer for GPU decod
 
 from __future__ import annotations
 
+import itertools
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from sglang_mx.attention import hadamard, index_k_pages
+
+# Diagnostic: a directory to which every indexer call saves its query positions and top-k (one
+# .pt file per layer call). SGLang's own top-k capture (--enable-return-indexer-topk) is
+# CUDA/NPU-only in 0.5.23; tests use this to compare served selections with transformers'.
+TOPK_DUMP_ENV = "SGLANG_MX_DSA_TOPK_DUMP"
+_dump_seq = itertools.count()
+
+
+def _dump_topk(layer_id: int, positions: torch.Tensor, topk: torch.Tensor) -> None:
+    folder = os.environ.get(TOPK_DUMP_ENV)
+    if not folder:
+        return
+    n = next(_dump_seq)
+    record = {"layer": layer_id, "positions": positions.cpu(), "topk": topk.cpu()}
+    torch.save(record, Path(folder) / f"{os.getpid()}-{n:07d}-L{layer_id}.pt")
 
 
 def project(indexer: Any, x: torch.Tensor, q_lora: torch.Tensor, positions: torch.Tensor):
@@ -63,7 +81,9 @@ def indexer_forward_native(
     index_k_pages.store(buf, forward_batch.out_cache_loc, key, pool.index_page_size)
     if not return_indices:
         return None
-    return backend.index_topk(query, weights, buf, forward_batch, self.index_topk)
+    topk = backend.index_topk(query, weights, buf, forward_batch, self.index_topk)
+    _dump_topk(layer_id, positions, topk)
+    return topk
 
 
 def register() -> None:

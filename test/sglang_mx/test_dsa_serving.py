@@ -1,8 +1,7 @@
 """GLM-5 architecture (MLA + DSA) served by real SGLang through the plugin's mx_dsa backend.
 
-One server for the module: the tiny GlmMoeDsaForCausalLM (bf16 weights, float32 compute; the
-shipped `tiny-glm5-bf16` asset, or a random-weight model of the same shape when this checkout
-does not ship it yet), a small --chunked-prefill-size so long prompts are prefilled in chunks,
+One server for the module: the shipped tiny GlmMoeDsaForCausalLM `tiny-glm5-bf16` (bf16
+weights, float32 compute), a small --chunked-prefill-size so long prompts are prefilled in chunks,
 --enable-mixed-chunk so prefills share batches with running decodes, and the indexer's
 diagnostic top-k dump so the served selections can be compared with transformers'.
 
@@ -31,8 +30,8 @@ import threading
 import httpx
 import pytest
 import torch
-from sglang_mx.testing.dsa_reference import forced_selection, fp8_index_keys, reference_topk
-from sglang_mx.testing.glm5_checkpoint import checkpoint_dir
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
 from sglang_mx.testing.hf_reference import greedy, load_hf, token_logprobs
 from sglang_mx.testing.server import start_server
 
@@ -73,8 +72,8 @@ class Window:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return checkpoint_dir(tmp_path_factory.mktemp("glm5"))
+def model_dir():
+    return bundled_model_path("tiny-glm5-bf16")
 
 
 @pytest.fixture(scope="module")

@@ -142,14 +142,20 @@ def _make_class() -> type:
 
 
 def wants_mx_dsa(server_args: Any) -> bool:
-    """True for a DSA checkpoint (SGLang's own `is_deepseek_dsa` on its config)."""
-    try:
-        from sglang.srt.arg_groups.model_override_base import model_config_of
-        from sglang.srt.configs.model_config import is_deepseek_dsa
+    """True for a local DSA checkpoint: SGLang's own `is_deepseek_dsa` on its config.json (read
+    directly: building SGLang's ModelConfig here would memoize it before argument resolution
+    ends)."""
+    import json
+    from pathlib import Path
 
-        return bool(is_deepseek_dsa(model_config_of(server_args).hf_config))
-    except Exception:  # noqa: BLE001 - unreadable model: SGLang reports it itself later
-        return False
+    from sglang.srt.arg_groups.overrides import resolving_view
+    from sglang.srt.configs.model_config import is_deepseek_dsa
+
+    config = Path(str(resolving_view(server_args).model_path)) / "config.json"
+    try:
+        return bool(is_deepseek_dsa(json.loads(config.read_text())))
+    except (OSError, ValueError):
+        return False  # not a local checkpoint: SGLang reports what it cannot load
 
 
 def _handle_mla(attn: Any, forward_batch: Any) -> Any:

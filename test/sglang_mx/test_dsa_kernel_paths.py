@@ -134,3 +134,28 @@ def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     # Sparsity is real: past top-k the sparse output is not the dense one.
     assert not torch.allclose(t_sparse[1:], t_dense[1:], atol=1e-3)
     torch.testing.assert_close(t_sparse[0], t_dense[0], atol=1e-5, rtol=1e-5)
+
+
+def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
+    """On an in-tree GPU platform SGLang calls Indexer.forward_cuda; with mx_dsa active our
+    forward must run instead (else SGLang's returns no top-k and attention goes dense)."""
+    from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
+    from sglang.srt.model_executor import forward_context
+    from sglang_mx import patches
+    from sglang_mx.attention import dsa_indexer
+
+    original = Indexer.forward_cuda
+    monkeypatch.setattr(Indexer, "forward_cuda", original)  # restored after the test
+    patches.gpu_indexer_through_mx_dsa()
+    calls = []
+    monkeypatch.setattr(
+        dsa_indexer, "indexer_forward_native", lambda self, *a, **k: calls.append(k) or "ours"
+    )
+    monkeypatch.setattr(
+        forward_context, "get_attn_backend", lambda: SimpleNamespace(index_topk=None)
+    )
+    assert Indexer.forward_cuda(object(), layer_id=3) == "ours"
+    assert calls == [{"layer_id": 3}]
+    monkeypatch.setattr(forward_context, "get_attn_backend", lambda: SimpleNamespace())
+    with pytest.raises(Exception):  # noqa: B017 - SGLang's own CUDA forward, not runnable here
+        Indexer.forward_cuda(object(), layer_id=3)

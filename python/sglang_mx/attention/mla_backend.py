@@ -5,11 +5,12 @@ covers them wherever the plugin runs: prefill, extend over a radix-cache prefix,
 mixed prefill+decode batches and decode, over SGLang's own pools -- the paged latent cache of
 `DSATokenToKVPool` (page 64) and its FP8 index-key pages (index_k_pages). The math is torch
 (dsa_math) on CPU; on a GPU, decode runs sgl_kernel_rocm's Triton MLA/DSA/indexer kernels
-(dsa_triton), and extend stays on torch. Model side: DeepseekV2AttentionMLA asks
-`AttentionBackendRegistry` (models/deepseek_common) how to run; our handler always answers MLA
-(absorbed), so attention gets q = [q_nope W_UK | q_pe] [T, H, 576], k = [c_kv | k_pe] and
-`topk_indices` from the indexer (indexer_forward_native, which finds this backend and the pool
-through SGLang's forward_context accessors; GLM-5.2 shares one top-k with the next layer).
+(dsa_triton), and extend stays on torch; no CUDA graphs yet (--disable-cuda-graph).
+Model side: DeepseekV2AttentionMLA asks `AttentionBackendRegistry` (models/deepseek_common) how
+to run; our handler always answers MLA (absorbed), so attention gets q = [q_nope W_UK | q_pe]
+[T, H, 576], k = [c_kv | k_pe] and `topk_indices` from the indexer (indexer_forward_native,
+which finds this backend and the pool through SGLang's forward_context accessors; GLM-5.2
+shares one top-k with the next layer).
 
 SGLang-private access (0.5.23, asserted in register()): ModelRunner.req_to_token_pool /
 token_to_kv_pool / device / page_size, ForwardBatch fields (req_pool_indices, seq_lens_cpu,
@@ -138,6 +139,12 @@ def _make_class() -> type:
         def support_triton(self) -> bool:
             return True
 
+        def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+            raise RuntimeError(
+                f"--attention-backend {BACKEND_NAME} has no CUDA-graph support yet; launch "
+                "with --disable-cuda-graph"
+            )
+
     return MxDsaAttnBackend
 
 
@@ -204,4 +211,8 @@ def register() -> None:
 
         AttentionBackendRegistry.register(BACKEND_NAME, _handle_mla)
         dsa_indexer.register()
+        if not str(runner.device).startswith("cpu"):
+            from sglang_mx import patches
+
+            patches.gpu_indexer_through_mx_dsa()
         return _make_class()(runner)

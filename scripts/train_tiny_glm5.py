@@ -53,6 +53,9 @@ SGLANG_KEYS = {
     "index_topk_freq": 2,
     "index_skip_topk_offset": 1,
     "index_topk_pattern": "".join("F" if t == "full" else "S" for t in INDEXER_TYPES),
+    # transformers' GLM-MoE-DSA indexer always applies interleaved RoPE; SGLang reads this key
+    # (default False: half-split) to build its indexer RoPE the same way.
+    "indexer_rope_interleave": True,
 }
 
 

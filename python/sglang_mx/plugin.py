@@ -25,9 +25,11 @@ def register() -> None:
         cpu_setup.prepare_process()
     from sglang_mx import patches
     from sglang_mx.attention import backend as attention_backend
+    from sglang_mx.attention import mla_backend
 
     patches.apply()
     attention_backend.register()
+    mla_backend.register()
     _register_checkpoint_check()
     if not ENV.platform_wanted() and moe_dispatch().owner == "sglang_mx":
         _route_gpu_mxfp4_moe()

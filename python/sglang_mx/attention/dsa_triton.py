@@ -1,0 +1,67 @@
+"""The GPU decode path of the MLA/DSA backend: sgl_kernel_rocm's Triton kernels on SGLang's pools.
+
+Page tables come from SGLang's token-level req_to_token rows: with page size P (64 for DSA) a
+request's logical page i lives at slot req_to_token[r, i * P] // P, and the pools are viewed as
+pages: latent [slots, 1, 576] -> [pages, P, 576]; index keys through index_k_pages. Extend
+batches stay on the torch path (dsa_math): these kernels are decode kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+from sgl_kernel_rocm.attention import dsa_indexer_scores, dsa_sparse_decode, mla_decode, select_topk
+
+from sglang_mx.attention import index_k_pages
+
+
+def block_table(req_to_token_rows: torch.Tensor, seq_lens: torch.Tensor, page: int) -> torch.Tensor:
+    """int32 [B, max_pages] page ids from req_to_token rows [B, >= max seq_len]."""
+    max_pages = max(1, -(-int(seq_lens.max()) // page)) if seq_lens.numel() else 1
+    firsts = req_to_token_rows[:, : max_pages * page : page]
+    return (firsts // page).to(torch.int32).contiguous()
+
+
+def paged_latent(kv_buf: torch.Tensor, page: int) -> torch.Tensor:
+    """[slots, 1, D] -> [pages, page, D] (the pool holds size + page rows, a multiple of page)."""
+    if kv_buf.shape[0] % page:
+        raise ValueError(f"latent pool rows {kv_buf.shape[0]} are not a multiple of page {page}")
+    return kv_buf.view(-1, page, kv_buf.shape[-1])
+
+
+def index_topk_decode(
+    q: torch.Tensor,
+    weights: torch.Tensor,
+    index_buf: torch.Tensor,
+    page: int,
+    table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    top_k: int,
+) -> torch.Tensor:
+    """dsa_indexer_scores + select_topk: q [B, Hi, 128], weights [B, Hi] -> int32 [B, top_k]."""
+    keys, scales = index_k_pages.page_views(index_buf, page, q.shape[-1])
+    scores = dsa_indexer_scores(
+        q.float().contiguous(), weights.float().contiguous(), keys, scales, table, seq_lens
+    )
+    return select_topk(scores, seq_lens, top_k)
+
+
+def mla_decode_paged(
+    q: torch.Tensor,
+    kv_buf: torch.Tensor,
+    page: int,
+    table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    topk_indices: torch.Tensor | None,
+) -> torch.Tensor:
+    """q [B, H, 576] -> [B, H, 512]: dense mla_decode, or dsa_sparse_decode over topk_indices."""
+    cache = paged_latent(kv_buf, page)
+    # fp32 queries make the kernel upcast the (bf16) cache rows: no rounding of q.
+    q_k = q.contiguous()
+    if topk_indices is None:
+        out = mla_decode(q_k, cache, table, seq_lens, sm_scale=scale)
+    else:
+        out = dsa_sparse_decode(
+            q_k, cache, table, seq_lens, topk_indices.contiguous(), sm_scale=scale
+        )
+    return out

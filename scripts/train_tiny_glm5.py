@@ -24,6 +24,12 @@ scoring_func, moe_layer_freq, the indexer-sharing keys); the MXFP4 copy is made 
 `sglang-mx quantize`.
 
     nice python scripts/train_tiny_glm5.py --out /tmp/tiny-glm5-bf16 --minutes 25
+
+On a GPU (no stdlib of the same Python there, so the corpus travels as token ids):
+
+    python scripts/train_tiny_glm5.py --save-corpus .gl/corpus.pt --out /tmp/unused   # CPU box
+    python scripts/train_tiny_glm5.py --corpus-ids .gl/corpus.pt --device cuda \
+        --tokens-per-step 16384 --minutes 4 --out OUT/tiny-glm5-bf16                   # GPU
 """
 
 from __future__ import annotations
@@ -166,6 +172,9 @@ def main() -> None:
     # the CPU time per step at load 17 on 2 cores).
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval-windows", type=int, default=16, help="256-token held-out windows")
+    ap.add_argument("--device", default="cpu", help="train here (the eval runs on the CPU)")
+    ap.add_argument("--corpus-ids", type=Path, default=None, help="token ids from --save-corpus")
+    ap.add_argument("--save-corpus", type=Path, default=None, help="write the ids here and exit")
     args = ap.parse_args()
 
     from sglang_mx.assets import bundled_model_path
@@ -177,14 +186,24 @@ def main() -> None:
     tok_src = args.tokenizer_from or Path(bundled_model_path("bf16"))
     tokenizer = copy_tokenizer(tok_src, args.out)
     eos_id = tokenizer.eos_token_id
-    train_texts, held_texts = stdlib_files(int(args.corpus_mb * 1e6))
-    train_ids = encode_stream(tokenizer, train_texts, eos_id)
-    held_ids = encode_stream(tokenizer, held_texts, eos_id)
+    if args.corpus_ids is not None:
+        saved = torch.load(args.corpus_ids)
+        train_ids, held_ids = saved["train"].long(), saved["held"].long()
+    else:
+        train_texts, held_texts = stdlib_files(int(args.corpus_mb * 1e6))
+        train_ids = encode_stream(tokenizer, train_texts, eos_id)
+        held_ids = encode_stream(tokenizer, held_texts, eos_id)
+    if args.save_corpus is not None:
+        args.save_corpus.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"train": train_ids.short(), "held": held_ids.short()}, args.save_corpus)
+        print(f"wrote {args.save_corpus}")
+        return
     print(f"corpus: train {len(train_ids):,} tokens, held-out {len(held_ids):,} tokens", flush=True)
 
     config = make_config(len(tokenizer), eos_id, args.max_positions, args.index_topk)
     # eager attention: the indexer's target is the attention probabilities, which SDPA hides
     model = GlmMoeDsaForCausalLM._from_config(config, attn_implementation="eager").float()
+    model.to(args.device)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters", flush=True)
@@ -223,6 +242,7 @@ def main() -> None:
         batch_size = max(1, args.tokens_per_step // seq)
         starts = torch.randint(0, len(train_ids) - seq - 1, (batch_size,), generator=gen)
         batch = torch.stack([train_ids[s : s + seq + 1] for s in starts.tolist()])
+        batch = batch.to(args.device)
         with dsa.capture(model, attention=not sparse) as cap:
             logits = model(input_ids=batch[:, :-1], use_cache=False).logits
         lm = torch.nn.functional.cross_entropy(
@@ -246,6 +266,7 @@ def main() -> None:
     seconds = time.monotonic() - start
 
     model.eval()
+    model.cpu()
     ids = held_ids.tolist()
     ppl = {}
     for name, k in (("sparse", args.index_topk), ("dense", dsa.DENSE)):
@@ -281,6 +302,7 @@ def main() -> None:
         "held_out_tokens": len(held_ids),
         "held_out_ppl_fp32": ppl,
         "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu",
         "date": time.strftime("%Y-%m-%d"),
     }
     (args.out / "training.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -137,3 +137,26 @@ def test_dsa_indexer_scores_and_topk(page):
         if rest.any():
             # Selection by kernel scores; near-ties may swap within the score tolerance above.
             assert ref[b, chosen].min() >= ref[b, :n][rest].max() - 2e-4
+
+
+def test_dsa_indexer_loops_over_tiles_in_chunks(monkeypatch):
+    """GPU tables make each program loop over several key tiles (chunks of a row); force that
+    split here (2 rows x 5 tiles over a target of 5 programs: 2 tiles per program, 3 chunks,
+    the last one partly past the row)."""
+    import importlib
+
+    idx_mod = importlib.import_module("sgl_kernel_rocm.attention.dsa_indexer")
+    real = idx_mod.resolve_config
+    monkeypatch.setattr(
+        idx_mod, "resolve_config", lambda *a: {**real(*a), "BLOCK_N": 16, "target_programs": 5}
+    )
+    lens = [3, 70]
+    g, k, bt, seq = _cache(5, 16, lens, torch.float8_e4m3fn, dim=128)
+    k_scale = torch.rand(k.shape[:2], generator=g) + 0.05
+    q = torch.randn(2, 32, 128, generator=g).to(torch.bfloat16)
+    w = torch.randn(2, 32, generator=g) * 128**-0.5
+    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, 70)  # 5 tiles of 16 keys per row
+    ref = dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
+    assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
+    fin = torch.isfinite(ref)
+    torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)

@@ -4,6 +4,7 @@ kind end to end and writes the JSON + markdown the docs take."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,9 +14,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmark" / "gpu_check"))
-
-import plan as P  # noqa: E402
+# Loaded by path under its own name: the script's sibling modules (plan, moe, attention) are
+# plain top-level names on its own sys.path and must not leak into the test session's.
+_spec = importlib.util.spec_from_file_location(
+    "gpu_check_plan", ROOT / "benchmark" / "gpu_check" / "plan.py"
+)
+P = importlib.util.module_from_spec(_spec)
+sys.modules["gpu_check_plan"] = P  # dataclasses look their module up there
+_spec.loader.exec_module(P)
 
 
 def test_script_parses():

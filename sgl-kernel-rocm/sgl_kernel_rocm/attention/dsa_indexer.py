@@ -21,6 +21,8 @@ from sgl_kernel_rocm.attention._common import (
     resolve_config,
 )
 
+MAX_TILES_PER_PROG = 64
+
 
 @triton.jit
 def _indexer_score_kernel(
@@ -32,6 +34,7 @@ def _indexer_score_kernel(
     SEQ,
     OUT,
     num_heads,
+    tiles_per_prog,
     stride_qb,
     stride_qh,
     stride_wb,
@@ -47,11 +50,11 @@ def _indexer_score_kernel(
     BLOCK_N: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
+    # One program scores `tiles_per_prog` consecutive BLOCK_N-key tiles of one request: the
+    # query heads, head weights and row pointers are loaded once and the loop streams keys.
     b = tl.program_id(0)
-    tile = tl.program_id(1)
+    chunk = tl.program_id(1)
     seq_len = tl.load(SEQ + b).to(tl.int32)
-    offs_n = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < seq_len
     offs_h = tl.arange(0, BLOCK_HI)
     offs_d = tl.arange(0, D)
     h_mask = offs_h < num_heads
@@ -60,25 +63,29 @@ def _indexer_score_kernel(
         mask=h_mask[:, None],
         other=0.0,
     )
-    w = tl.load(W + b.to(tl.int64) * stride_wb + offs_h, mask=h_mask, other=0.0).to(tl.float32)
-    page = tl.load(BT + b.to(tl.int64) * stride_btb + offs_n // PAGE, mask=n_mask, other=0).to(
-        tl.int64
-    )
-    slot = offs_n % PAGE
-    k = tl.load(  # stream: kv
-        K + (page * stride_kp + slot * stride_kt)[:, None] + offs_d[None, :],
-        mask=n_mask[:, None],
-        other=0.0,
-    )
-    k_scale = tl.load(KS + page * stride_ksp + slot * stride_kst, mask=n_mask, other=0.0)
     if UPCAST:
         # The interpreter's bf16 tl.dot is wrong (triton #11584): do the math in fp32.
-        s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
-    else:
+        q = q.to(tl.float32)
+    w = tl.load(W + b.to(tl.int64) * stride_wb + offs_h, mask=h_mask, other=0.0).to(tl.float32)
+    bt_row = BT + b.to(tl.int64) * stride_btb
+    out_row = OUT + b.to(tl.int64) * stride_ob
+    n_start = chunk * tiles_per_prog * BLOCK_N
+    for n0 in range(n_start, n_start + tiles_per_prog * BLOCK_N, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        in_row = offs_n < stride_ob  # the score row is never wider than the block table
+        n_mask = (offs_n < seq_len) & in_row
+        page = tl.load(bt_row + offs_n // PAGE, mask=n_mask, other=0).to(tl.int64)
+        slot = offs_n % PAGE
+        k = tl.load(  # stream: kv
+            K + (page * stride_kp + slot * stride_kt)[:, None] + offs_d[None, :],
+            mask=n_mask[:, None],
+            other=0.0,
+        )
+        k_scale = tl.load(KS + page * stride_ksp + slot * stride_kst, mask=n_mask, other=0.0)
         s = tl.dot(q, tl.trans(k.to(q.dtype)))
-    score = tl.sum(tl.maximum(s, 0.0) * w[:, None], 0) * k_scale
-    score = tl.where(n_mask, score, float("-inf"))
-    tl.store(OUT + b.to(tl.int64) * stride_ob + offs_n, score, mask=offs_n < stride_ob)
+        score = tl.sum(tl.maximum(s, 0.0) * w[:, None], 0) * k_scale
+        score = tl.where(n_mask, score, float("-inf"))
+        tl.store(out_row + offs_n, score, mask=in_row)
 
 
 def dsa_indexer_scores(
@@ -111,8 +118,13 @@ def dsa_indexer_scores(
     cfg = resolve_config("decode_dsa_indexer", batch, f"hi{hi}_d{d}")
     out = torch.empty(batch, max(max_len, 1), dtype=torch.float32, device=q.device)
     block_n = int(cfg["BLOCK_N"])
+    tiles = triton.cdiv(max_len, block_n)
+    # Enough programs to fill the chip, each looping over as many tiles as that leaves (setup
+    # paid once per program, not per 64 keys); shapes only, so CUDA-graph capturable.
+    per_prog = batch * tiles // int(cfg["target_programs"])
+    per_prog = max(1, min(MAX_TILES_PER_PROG, tiles, per_prog))
     if batch and max_len:
-        _indexer_score_kernel[(batch, triton.cdiv(max_len, block_n))](
+        _indexer_score_kernel[(batch, triton.cdiv(tiles, per_prog))](
             q,
             weights,
             k_cache,
@@ -121,6 +133,7 @@ def dsa_indexer_scores(
             seq_lens,
             out,
             hi,
+            per_prog,
             q.stride(0),
             q.stride(1),
             weights.stride(0),

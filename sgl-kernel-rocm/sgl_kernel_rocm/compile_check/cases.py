@@ -496,6 +496,7 @@ def indexer_cases(arch: str) -> list[Case]:
                 ),  # fmt: skip
                 ints=(
                     ("num_heads", 32),
+                    ("tiles_per_prog", 20),
                     ("stride_qb", 32 * 128),
                     ("stride_qh", 128),
                     ("stride_wb", 32),

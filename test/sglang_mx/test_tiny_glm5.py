@@ -115,9 +115,9 @@ def test_indexer_topk_holds_the_dense_attention_mass(model, held_out):
     for layer, m in mass.items():
         # `captured`: share of the gain over k random keys that the indexer's top-k achieves
         # (1 = it picks the attention's own top-k). Measured on this sample (2026-11-30, bundled
-        # model): 0.84, 0.74, 0.80, 0.95 for layers 0-3 (dense mass 0.85-0.97 of 1, random
-        # 0.46). The same model with re-initialized indexers: -0.00, 0.01, 0.31, 0.63.
-        assert m.captured > 0.65, (layer, m)
+        # model): 0.95, 0.99, 0.99, 0.95 for layers 0-3 (random 0.46). A model of this shape
+        # with re-initialized indexers scored -0.00, 0.01, 0.31, 0.63.
+        assert m.captured > 0.8, (layer, m)
 
 
 def test_held_out_perplexity_peaked_and_sparse_close_to_dense(model, held_out):
@@ -127,11 +127,11 @@ def test_held_out_perplexity_peaked_and_sparse_close_to_dense(model, held_out):
     dense = perplexity(model, ids, window=256, max_windows=2)
     dsa.set_index_topk(model, k)
     sparse = perplexity(model, ids, window=256, max_windows=2)
-    # Measured on these 512 held-out tokens (2026-11-30): dense 290.4, sparse 290.0; a
-    # unigram model of the training split scores 587 on the held-out split, uniform 2,048. The
-    # model is briefly trained and leans on local context, so sparse vs dense is a loose check
-    # here; the top-k mass test above is the one that sees a bad indexer.
-    assert sparse < 400, sparse
+    # Measured on these 512 held-out tokens (2026-11-30): dense 13.00, sparse 13.01 (32
+    # windows: 7.84); a unigram model of the training split scores 587 on the held-out split,
+    # uniform 2,048. The model leans on local context, so sparse vs dense is a loose check here;
+    # the top-k mass test above is the one that sees a bad indexer.
+    assert sparse < 20, sparse
     assert sparse < dense * 1.02, (sparse, dense)
 
 

@@ -14,6 +14,7 @@ import sgl_kernel_rocm.moe as moe_pkg
 import torch
 from plan import TOP_K
 from sgl_kernel_rocm.moe import fused_moe_mxfp4
+from sgl_kernel_rocm.moe.layout import prepare_weights
 from sgl_kernel_rocm.moe.reference import fused_moe_reference
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 
@@ -92,10 +93,13 @@ def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     used = sum(r[0].unique().numel() for r in routes) / len(routes)
     cyc = itertools.cycle(routes)
 
+    # What serving runs: the plugin prepares the layout at load (process_weights_after_loading).
+    layout = prepare_weights(w13, w13s, w2, w2s)
+
     def call(route=None):
         # Always the Triton kernels (on the CPU dry run through the interpreter).
         ids, w = route or next(cyc)
-        return fused_moe_mxfp4(x, w13, w13s, w2, w2s, w, ids, backend="triton")
+        return fused_moe_mxfp4(x, w13, w13s, w2, w2s, w, ids, backend="triton", layout=layout)
 
     def check():
         ids, w = routes[0]
@@ -103,7 +107,8 @@ def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
 
     return {"fn": call, "check": check, "bytes": weight_bytes(p, used),
             "experts_per_call": used, "rotations": n_rot,
-            "args": (x, w13, w13s, w2, w2s), "routes": cyc, "route0": routes[0]}  # fmt: skip
+            "args": (x, w13, w13s, w2, w2s), "routes": cyc, "route0": routes[0],
+            "layout": layout}  # fmt: skip
 
 
 def moe_bf16_case(p: dict[str, Any], fn, seed: int = 0) -> dict[str, Any]:

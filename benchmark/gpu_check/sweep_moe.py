@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             cands = [{"path": path, "layout": lay}
                      for path in ("unpack", "dot_scaled") for lay in (None, prepared)]  # fmt: skip
         else:
-            cands = [{"config": c} for c in (candidates(tokens) if gpu else candidates(1)[:2])]
+            configs = candidates(tokens) if gpu else candidates(1)[:2]
+            cands = [{"config": c, "layout": case["layout"]} for c in configs]
         ids0, w0 = case["route0"]
         ref = case["check"]()[1]
         for kw in cands:

@@ -116,15 +116,13 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
             both = path == "unpack" or act == "none"
             for fast in (True, False) if both else (False,):
                 out += _moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
-    # The bf16-weight baseline (moe/bf16.py) on the heuristic tiles it launches with (not part of
-    # a candidate MXFP4 table's check).
-    for m in (1, 64, 512, 4096) if table is None else ():
-        cfg = heuristic_config(m)
-        sig = ("w16", json.dumps(cfg, sort_keys=True))
-        if sig not in seen:
-            seen.add(sig)
-            out += _moe_pair(arch, cfg, 256, 6144, 256, "none", "bf16", "E256_H6144_I256_w16",
-                             w16=True)  # fmt: skip
+    # The bf16-weight baseline (moe/bf16.py) on the tile it launches with (not part of a
+    # candidate MXFP4 table's check).
+    if table is None:
+        from sgl_kernel_rocm.moe.bf16 import BF16_CONFIG
+
+        out += _moe_pair(arch, BF16_CONFIG, 256, 6144, 256, "none", "bf16", "E256_H6144_I256_w16",
+                         w16=True)  # fmt: skip
     return out
 
 

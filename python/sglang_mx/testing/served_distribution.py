@@ -1,0 +1,67 @@
+"""A served model's full next-token distributions over a prompt, compared with a reference model's:
+the KL / top-1 check the quantized-checkpoint serving tests share (GLM-4.5 and GLM-5 tiny models).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import torch
+
+# Source text in the style of the corpus (not copied from it), as one held-out sample.
+HELD_OUT_TEXT = """def _check_arg_types(funcname, *args):
+    hasstr = hasbytes = False
+    for s in args:
+        if isinstance(s, str):
+            hasstr = True
+        elif isinstance(s, bytes):
+            hasbytes = True
+        else:
+            raise TypeError(f"{funcname}() argument must be str or bytes, not {type(s)}")
+"""
+
+
+def held_out_prompt_ids(model_dir: str | Path) -> list[int]:
+    """HELD_OUT_TEXT twice, in the model's tokenizer, without special tokens."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    return tok.encode(HELD_OUT_TEXT * 2, add_special_tokens=False)
+
+
+@torch.no_grad()
+def reference_logprobs(model, ids: list[int]) -> torch.Tensor:
+    """log p(next | prefix) of a transformers model, float64, [T-1, V]."""
+    logits = model(torch.tensor([ids])).logits[0].double()
+    return torch.log_softmax(logits, -1)[:-1]
+
+
+def served_logprobs(url: str, ids: list[int], vocab: int) -> torch.Tensor:
+    """The server's full next-token distributions over the prompt, [T-1, V]."""
+    r = httpx.post(
+        f"{url}/generate",
+        json={
+            "input_ids": ids,
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+            "top_logprobs_num": vocab,
+        },
+        timeout=600,
+    )
+    assert r.status_code == 200, r.text
+    rows = r.json()["meta_info"]["input_top_logprobs"][1:]
+    out = torch.full((len(rows), vocab), float("-inf"), dtype=torch.float64)
+    for i, row in enumerate(rows):
+        for lp, token, _ in row:
+            out[i, token] = lp
+    return out
+
+
+def kl_and_top1(reference: torch.Tensor, served: torch.Tensor) -> tuple[float, float]:
+    """(mean KL(reference || served) in nats, share of positions whose argmax agrees)."""
+    assert served.shape == reference.shape and bool(torch.isfinite(served).all())
+    kl = (reference.exp() * (reference - served)).sum(-1)
+    top1 = (reference.argmax(-1) == served.argmax(-1)).double().mean()
+    return float(kl.mean()), float(top1)

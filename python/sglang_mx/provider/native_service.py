@@ -228,27 +228,10 @@ class NativeStreamRelay(StreamRelay):
         t_start, t_last = time.perf_counter(), None
         lines = self._lines()
         try:
-            saw_done = False
-            async for line in lines:
-                if isinstance(line, bytes):
-                    yield line  # keep-alive comment
+            async for chunk in self._upstream_events(lines):
+                if isinstance(chunk, bytes):
+                    yield chunk  # keep-alive comment
                     continue
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    saw_done = True
-                    break
-                try:
-                    chunk = jsonio.loads(data)
-                except ValueError as e:
-                    raise UpstreamStreamError(
-                        f"upstream sent a malformed event: {data[:100]}"
-                    ) from e
-                if not isinstance(chunk, dict) or "error" in chunk:
-                    err = chunk.get("error") if isinstance(chunk, dict) else chunk
-                    msg = err.get("message", "upstream error") if isinstance(err, dict) else err
-                    raise UpstreamStreamError(f"upstream error: {str(msg)[:300]}")
                 i = self._index(chunk)
                 meta = chunk.get("meta_info")
                 if not isinstance(meta, dict):
@@ -266,8 +249,6 @@ class NativeStreamRelay(StreamRelay):
                 if self.chunks % self.p.settings.ledger_flush_tokens == 0:
                     for row, c in zip(bill.rows, bill.counts, strict=True):  # crash billing
                         self.p.ledger.progress(row, c.prompt, c.completion, c.cached)
-            if not saw_done:
-                raise UpstreamStreamError("upstream closed the stream before it finished")
             status, error = "ok", None
             yield DONE
         except (UpstreamStreamError, httpx.HTTPError, ProviderError) as e:

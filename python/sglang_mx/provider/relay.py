@@ -85,6 +85,30 @@ class StreamRelay:
             if pending is not None:
                 pending.cancel()
 
+    async def _upstream_events(self, lines: AsyncIterator[bytes | str]):
+        """Upstream SSE events as dicts, keep-alives (bytes) passed through; raises
+        UpstreamStreamError on a malformed or error event, or when the stream ends without
+        [DONE]. Shared by the OpenAI-route and native-route relays."""
+        async for line in lines:
+            if isinstance(line, bytes):
+                yield line
+                continue
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                chunk = jsonio.loads(data)
+            except ValueError as e:
+                raise UpstreamStreamError(f"upstream sent a malformed event: {data[:100]}") from e
+            if not isinstance(chunk, dict) or "error" in chunk or chunk.get("object") == "error":
+                err = chunk.get("error", chunk) if isinstance(chunk, dict) else chunk
+                msg = err.get("message", "upstream error") if isinstance(err, dict) else err
+                raise UpstreamStreamError(f"upstream error: {str(msg)[:300]}")
+            yield chunk
+        raise UpstreamStreamError("upstream closed the stream before it finished")
+
     async def events(self) -> AsyncIterator[bytes]:
         model = self.parsed.model
         status, error = "aborted", "client disconnected"
@@ -93,29 +117,10 @@ class StreamRelay:
         flush_every = self.p.settings.ledger_flush_tokens
         lines = self._lines()
         try:
-            saw_done = False
-            async for line in lines:
-                if isinstance(line, bytes):
-                    yield line
+            async for chunk in self._upstream_events(lines):
+                if isinstance(chunk, bytes):
+                    yield chunk  # keep-alive comment
                     continue
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    saw_done = True
-                    break
-                try:
-                    chunk = jsonio.loads(data)
-                except ValueError as e:
-                    raise UpstreamStreamError(
-                        f"upstream sent a malformed event: {data[:100]}"
-                    ) from e
-                if "error" in chunk or chunk.get("object") == "error":
-                    err = chunk.get("error", chunk)
-                    msg = (
-                        err.get("message", "upstream error") if isinstance(err, dict) else str(err)
-                    )
-                    raise UpstreamStreamError(f"upstream error: {msg}")
                 self.counts.update(chunk.pop("usage", None))
                 if not chunk.get("choices"):
                     continue  # upstream's own usage-only chunk; ours comes last
@@ -132,8 +137,6 @@ class StreamRelay:
                     # So a crash bills what was produced up to here.
                     c = self.counts
                     self.p.ledger.progress(self.rid, c.prompt, c.completion, c.cached)
-            if not saw_done:
-                raise UpstreamStreamError("upstream closed the stream before it finished")
             if self.counts.completion == 0:
                 self.counts.completion = self.chunks
             usage = self.counts.billed(model)

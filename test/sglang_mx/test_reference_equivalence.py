@@ -13,6 +13,7 @@ import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.testing.hf_reference import greedy, load_hf, load_hf_mxfp4, token_logprobs
+from sglang_mx.testing.served_distribution import HELD_OUT_TEXT
 from sglang_mx.testing.server import start_server
 
 pytestmark = pytest.mark.server
@@ -22,17 +23,6 @@ PROMPTS = [
     "class Config:\n    def __init__(self, path",
     '"""Utilities for reading and writing files."""\n\nfrom __future__ import',
 ]
-# Source text in the style of the corpus (not copied from it), as one held-out sample.
-HELD_OUT_TEXT = """def _check_arg_types(funcname, *args):
-    hasstr = hasbytes = False
-    for s in args:
-        if isinstance(s, str):
-            hasstr = True
-        elif isinstance(s, bytes):
-            hasbytes = True
-        else:
-            raise TypeError(f"{funcname}() argument must be str or bytes, not {type(s)}")
-"""
 
 
 @pytest.fixture(scope="module")

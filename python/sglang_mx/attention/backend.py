@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 
 BACKEND_NAME = "mx_triton"
-SGLANG_VERSION = "0.5.23"
 
 
 def _delegate_name(device: str) -> str:
@@ -189,32 +188,17 @@ def _maybe(delegate: Any, hook: str, *args: Any) -> None:
         pass
 
 
+def _create(runner: Any) -> Any:
+    if runner.use_mla_backend:
+        raise ValueError(
+            f"--attention-backend {BACKEND_NAME} serves GQA/MHA models; MLA models (DeepSeek/"
+            "GLM-5 family) are served by mx_dsa"
+        )
+    return _make_class()(runner)
+
+
 def register() -> None:
     """Register `mx_triton` with SGLang's attention registry and its CLI choices. Idempotent."""
-    import sglang
-    from sglang.srt.arg_groups.choices import (
-        ATTENTION_BACKEND_CHOICES,
-        add_attention_backend_choices,
-    )
-    from sglang.srt.layers.attention.attention_registry import (
-        ATTENTION_BACKENDS,
-        register_attention_backend,
-    )
+    from sglang_mx.attention.registry import register_backend
 
-    assert sglang.__version__ == SGLANG_VERSION, (
-        f"sglang_mx.attention.backend was written against sglang {SGLANG_VERSION} private "
-        f"APIs; found {sglang.__version__}. Re-check the accesses listed in the module docstring."
-    )
-    if BACKEND_NAME not in ATTENTION_BACKEND_CHOICES:
-        add_attention_backend_choices([BACKEND_NAME])
-    if BACKEND_NAME in ATTENTION_BACKENDS:
-        return
-
-    @register_attention_backend(BACKEND_NAME)
-    def create_mx_triton_backend(runner: Any) -> Any:
-        if runner.use_mla_backend:
-            raise ValueError(
-                "--attention-backend mx_triton serves GQA/MHA models only for now; MLA kernels "
-                "live in sgl_kernel_rocm.attention but are not wired into SGLang yet."
-            )
-        return _make_class()(runner)
+    register_backend(BACKEND_NAME, __name__, _create)

@@ -29,7 +29,6 @@ import torch
 from sglang_mx.attention import dsa_math
 
 BACKEND_NAME = "mx_dsa"
-SGLANG_VERSION = "0.5.23"
 # Force the Triton decode kernels (on a CPU: through TRITON_INTERPRET=1), for tests.
 FORCE_TRITON_ENV = "SGLANG_MX_DSA_TRITON"
 
@@ -174,45 +173,30 @@ def _handle_mla(attn: Any, forward_batch: Any) -> Any:
     return AttnForwardMethod.MLA
 
 
-def register() -> None:
-    """Register `mx_dsa` with SGLang's attention registry, CLI choices and the DeepSeek-family
-    dispatch registry. Idempotent."""
-    import sglang
-    from sglang.srt.arg_groups.choices import (
-        ATTENTION_BACKEND_CHOICES,
-        add_attention_backend_choices,
-    )
-    from sglang.srt.layers.attention.attention_registry import (
-        ATTENTION_BACKENDS,
-        register_attention_backend,
-    )
-
-    assert sglang.__version__ == SGLANG_VERSION, (
-        f"sglang_mx.attention.mla_backend was written against sglang {SGLANG_VERSION} private "
-        f"APIs; found {sglang.__version__}. Re-check the accesses listed in the module docstring."
-    )
-    if BACKEND_NAME not in ATTENTION_BACKEND_CHOICES:
-        add_attention_backend_choices([BACKEND_NAME])
-    if BACKEND_NAME in ATTENTION_BACKENDS:
-        return
-
-    @register_attention_backend(BACKEND_NAME)
-    def create_mx_dsa_backend(runner: Any) -> Any:
-        if not runner.use_mla_backend:
-            raise ValueError(
-                f"--attention-backend {BACKEND_NAME} serves MLA models (DeepSeek/GLM-5 family); "
-                "use mx_triton or torch_native for GQA/MHA models"
-            )
-        from sglang.srt.models.deepseek_common.attention_backend_handler import (
-            AttentionBackendRegistry,
+def _create(runner: Any) -> Any:
+    if not runner.use_mla_backend:
+        raise ValueError(
+            f"--attention-backend {BACKEND_NAME} serves MLA models (DeepSeek/GLM-5 family); "
+            "use mx_triton or torch_native for GQA/MHA models"
         )
+    from sglang.srt.models.deepseek_common.attention_backend_handler import (
+        AttentionBackendRegistry,
+    )
 
-        from sglang_mx.attention import dsa_indexer
+    from sglang_mx.attention import dsa_indexer
 
-        AttentionBackendRegistry.register(BACKEND_NAME, _handle_mla)
-        dsa_indexer.register()
-        if not str(runner.device).startswith("cpu"):
-            from sglang_mx import patches
+    AttentionBackendRegistry.register(BACKEND_NAME, _handle_mla)
+    dsa_indexer.register()
+    if not str(runner.device).startswith("cpu"):
+        from sglang_mx import patches
 
-            patches.gpu_indexer_through_mx_dsa()
-        return _make_class()(runner)
+        patches.gpu_indexer_through_mx_dsa()
+    return _make_class()(runner)
+
+
+def register() -> None:
+    """Register `mx_dsa` with SGLang's attention registry and CLI choices; the DeepSeek-family
+    dispatch registry is told when a runner creates the backend. Idempotent."""
+    from sglang_mx.attention.registry import register_backend
+
+    register_backend(BACKEND_NAME, __name__, _create)

@@ -1,0 +1,32 @@
+"""One way to add an attention backend of ours to SGLang 0.5.23: its attention registry and the
+CLI choices of --attention-backend, after checking the SGLang version the backend was written
+against (each backend module lists the SGLang privates it reads in its docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sglang_mx.patches import SGLANG_VERSION
+
+
+def register_backend(name: str, module: str, create: Callable[[Any], Any]) -> None:
+    """Register `create(model_runner) -> backend` under `name`. Idempotent."""
+    import sglang
+    from sglang.srt.arg_groups.choices import (
+        ATTENTION_BACKEND_CHOICES,
+        add_attention_backend_choices,
+    )
+    from sglang.srt.layers.attention.attention_registry import (
+        ATTENTION_BACKENDS,
+        register_attention_backend,
+    )
+
+    assert sglang.__version__ == SGLANG_VERSION, (
+        f"{module} was written against sglang {SGLANG_VERSION} private APIs; found "
+        f"{sglang.__version__}. Re-check the accesses listed in the module docstring."
+    )
+    if name not in ATTENTION_BACKEND_CHOICES:
+        add_attention_backend_choices([name])
+    if name not in ATTENTION_BACKENDS:
+        register_attention_backend(name)(create)

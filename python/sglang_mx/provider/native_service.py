@@ -238,12 +238,7 @@ class NativeStreamRelay(StreamRelay):
                     meta = chunk["meta_info"] = {}
                 counts_from_meta(meta, bill.counts[i])
                 bill.stamp(i, meta, final=meta.get("finish_reason") is not None)
-                now = time.perf_counter()
-                if t_last is None:
-                    self.p.metrics.ttft.labels(model.id).observe(now - t_start)
-                else:
-                    self.p.metrics.itl.labels(model.id).observe(now - t_last)
-                t_last = now
+                t_last = self._observe_token_gap(model.id, t_start, t_last)
                 self.chunks += 1
                 yield self._sse(chunk)
                 if self.chunks % self.p.settings.ledger_flush_tokens == 0:

@@ -85,6 +85,15 @@ class StreamRelay:
             if pending is not None:
                 pending.cancel()
 
+    def _observe_token_gap(self, model_id: str, t_start: float, t_last: float | None) -> float:
+        """Record time to first chunk (t_last None) or the gap since the last one; now."""
+        now = time.perf_counter()
+        if t_last is None:
+            self.p.metrics.ttft.labels(model_id).observe(now - t_start)
+        else:
+            self.p.metrics.itl.labels(model_id).observe(now - t_last)
+        return now
+
     async def _upstream_events(self, lines: AsyncIterator[bytes | str]):
         """Upstream SSE events as dicts, keep-alives (bytes) passed through; raises
         UpstreamStreamError on a malformed or error event, or when the stream ends without
@@ -124,12 +133,7 @@ class StreamRelay:
                 self.counts.update(chunk.pop("usage", None))
                 if not chunk.get("choices"):
                     continue  # upstream's own usage-only chunk; ours comes last
-                now = time.perf_counter()
-                if t_last is None:
-                    self.p.metrics.ttft.labels(model.id).observe(now - t_start)
-                else:
-                    self.p.metrics.itl.labels(model.id).observe(now - t_last)
-                t_last = now
+                t_last = self._observe_token_gap(model.id, t_start, t_last)
                 self.chunks += 1
                 chunk["model"], chunk["id"] = model.id, self.rid
                 yield self._sse(chunk)

@@ -100,3 +100,31 @@ def upstream_running(base_url: str, since: float = 0.0) -> int | None:
 
     walk(data.get("loads", data))
     return total
+
+
+def leave_stream_after(url: str, body: dict, headers: dict, chunks: int = 3) -> tuple[str, float]:
+    """Open a streamed request, read `chunks` data events (so SGLang is decoding), then drop the
+    connection. Returns the provider's request id and the wall time the client left."""
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as r:
+        rid = r.headers["x-request-id"]
+        seen = 0
+        for line in r.iter_lines():
+            seen += line.startswith("data:")
+            if seen == chunks:
+                break
+    return rid, time.time()
+
+
+def wait_until_settled(upstream: str, db: Path, rid: str, left_at: float, timeout_s: float = 30):
+    """Wait until SGLang runs nothing started before `left_at` and the ledger row leaves
+    "pending"; returns the row."""
+    from sglang_mx.provider.ledger import Ledger
+
+    deadline = time.monotonic() + timeout_s
+    while upstream_running(upstream, since=left_at) != 0:
+        assert time.monotonic() < deadline, "SGLang kept generating after the client left"
+        time.sleep(0.2)
+    while Ledger(db).get(rid).status == "pending":
+        assert time.monotonic() < deadline, "the ledger row stayed pending"
+        time.sleep(0.1)
+    return Ledger(db).get(rid)

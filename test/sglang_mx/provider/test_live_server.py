@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,14 @@ import httpx
 import openai
 import pytest
 from openrouter_schema import check_legacy, check_usage, check_v24
-from provider_support import MODEL_ID, PRICES, provider_process, upstream_running, write_pricing
+from provider_support import (
+    MODEL_ID,
+    PRICES,
+    leave_stream_after,
+    provider_process,
+    wait_until_settled,
+    write_pricing,
+)
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
 
@@ -383,24 +389,9 @@ def test_disconnect_mid_stream_aborts_upstream(live) -> None:
     body = {"model": MODEL_ID, "messages": [{"role": "user", "content": _prompt(5)}],
             "max_tokens": max_tokens, "stream": True, "ignore_eos": True}  # fmt: skip
     h = {"Authorization": f"Bearer {live['keys']['a']}"}
-    with httpx.stream("POST", live["url"] + "/v1/chat/completions", json=body, headers=h,
-                      timeout=60) as r:  # fmt: skip
-        rid = r.headers["x-request-id"]
-        seen = 0
-        for line in r.iter_lines():
-            seen += line.startswith("data:")
-            if seen == 3:
-                break
-    # Three chunks arrived, so SGLang was decoding; now it must stop long before max_tokens.
-    t_left = time.time()
-    deadline = time.monotonic() + 30
-    while upstream_running(live["upstream"], since=t_left) != 0:
-        assert time.monotonic() < deadline, "SGLang kept generating after the client left"
-        time.sleep(0.2)
-    while Ledger(live["db"]).get(rid).status == "pending":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    row = Ledger(live["db"]).get(rid)
+    # After three chunks SGLang is decoding; it must stop long before max_tokens.
+    rid, left_at = leave_stream_after(live["url"] + "/v1/chat/completions", body, h)
+    row = wait_until_settled(live["upstream"], live["db"], rid, left_at)
     assert row.status == "aborted" and 1 <= row.completion_tokens < max_tokens
 
 

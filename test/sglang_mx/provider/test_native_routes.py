@@ -16,7 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 import sglang
-from provider_support import MODEL_ID, PRICES, provider_process, upstream_running, write_pricing
+from provider_support import (
+    MODEL_ID,
+    PRICES,
+    leave_stream_after,
+    provider_process,
+    wait_until_settled,
+    write_pricing,
+)
 from sglang_mx.bench.agents.common import run_program, run_via_provider
 from sglang_mx.bench.agents.multiturn_chat import chat
 from sglang_mx.bench.agents.review_forkjoin import review
@@ -395,24 +402,8 @@ def test_disconnect_aborts_upstream(native):
         "stream": True,
         "sampling_params": {"max_new_tokens": native["ctx"] - 300, "ignore_eos": True},
     }
-    with httpx.stream(
-        "POST", native["url"] + "/generate", json=body, headers=_h(native), timeout=60
-    ) as r:
-        rid = r.headers["x-request-id"]
-        seen = 0
-        for line in r.iter_lines():
-            seen += line.startswith("data:")
-            if seen == 3:
-                break
-    t_left = time.time()
-    deadline = time.monotonic() + 30
-    while upstream_running(native["upstream"], since=t_left) != 0:
-        assert time.monotonic() < deadline, "SGLang kept generating after the client left"
-        time.sleep(0.2)
-    while Ledger(native["db"]).get(rid).status == "pending":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    row = Ledger(native["db"]).get(rid)
+    rid, left_at = leave_stream_after(native["url"] + "/generate", body, _h(native))
+    row = wait_until_settled(native["upstream"], native["db"], rid, left_at)
     assert row.status == "aborted" and 1 <= row.completion_tokens < native["ctx"] - 300
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 
 # Read by triton when @triton.jit decorators run, so it must be set before any kernel imports.
 if not os.environ.get("SGLANG_MX_TEST_GPU"):
@@ -12,6 +13,29 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+
+_SEED_ENV = "SGLANG_MX_TEST_SEED"
+
+
+@pytest.fixture(autouse=True)
+def _test_seed(request):
+    """Each test draws fresh random inputs from its own seed (random unless SGLANG_MX_TEST_SEED
+    is set); a failing test reports it, so the failure can be replayed."""
+    seed = int(os.environ.get(_SEED_ENV) or random.SystemRandom().randrange(2**31))
+    request.node._seed = seed
+    random.seed(seed)
+    torch.manual_seed(seed)
+    yield seed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    seed = getattr(item, "_seed", None)
+    if report.failed and seed is not None:
+        report.sections.append(("random seed", f"replay with {_SEED_ENV}={seed}"))
 
 
 def pytest_collection_modifyitems(config, items):

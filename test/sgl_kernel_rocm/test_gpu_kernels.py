@@ -52,7 +52,7 @@ KV_IDS = {torch.bfloat16: "bf16", FP8: "fp8"}
 
 def _fresh_seed() -> int:
     """A new seed per case (fresh inputs each run), reported in failure messages."""
-    return int(torch.seed() % 2**31)
+    return int(torch.randint(2**31, ()))
 
 
 def _gen(seed: int) -> torch.Generator:

@@ -14,7 +14,7 @@ from sgl_kernel_rocm.mx import dequantize_mxfp4, quantize_mxfp4
 
 def _make_case(tokens, experts, hidden, inter, top_k, dtype, empty_experts=(), masked=0, seed=None):
     """Fresh random MoE inputs; `empty_experts` get no tokens, `masked` slots get id -1."""
-    gen = torch.Generator().manual_seed(seed if seed is not None else torch.seed() % 2**31)
+    gen = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(2**31, ())))
     w13, s13 = quantize_mxfp4(torch.randn(experts, 2 * inter, hidden, generator=gen) * 0.1)
     w2, s2 = quantize_mxfp4(torch.randn(experts, hidden, inter, generator=gen) * 0.1)
     x = torch.randn(tokens, hidden, generator=gen).to(dtype)
@@ -167,3 +167,37 @@ def test_worst_case_grid_surplus_programs_write_nothing(monkeypatch):
     # Same bound as test_triton_matches_reference_bf16 (bf16 per-slot buffer, k = 2).
     scale = ref.float().abs().max().item()
     assert (out.float() - ref.float()).abs().max().item() <= 4 * 2.0**-8 * scale
+
+
+# Which tokens get every top-k id set to -1: what SGLang's EP dispatch does to a token none of
+# whose experts live on this rank (about a third of them at GLM-5.2's top-8 of 256 on EP8).
+UNROUTED = {
+    "one": lambda t: [t // 2],
+    "all": lambda t: list(range(t)),
+    "mix": lambda t: list(range(0, t, 3)),
+}
+
+
+@pytest.mark.parametrize("exact_align", [True, False], ids=["exact_grid", "worst_case_grid"])
+@pytest.mark.parametrize("shared", [False, True], ids=["no_shared", "shared"])
+@pytest.mark.parametrize("which", list(UNROUTED))
+def test_fully_masked_tokens_get_zeros_or_shared(monkeypatch, exact_align, shared, which):
+    _poison(monkeypatch)
+    monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", exact_align)
+    t, h = 7, 64
+    x, w13, s13, w2, s2, tw, ti = _make_case(t, 8, h, 64, 2, torch.bfloat16)
+    rows = UNROUTED[which](t)
+    ti[rows, :] = -1
+    shared_out = torch.randn(t, h).to(torch.bfloat16) if shared else None
+    args = (x, w13, s13, w2, s2, tw, ti)
+    out = fused_moe_mxfp4(*args, backend="triton", path="unpack", shared_output=shared_out)
+    ref = fused_moe_mxfp4(*args, backend="torch", shared_output=shared_out)
+    # A fully masked row is exactly zeros (+ the shared output): nothing is summed into it.
+    expect = shared_out[rows] if shared else torch.zeros(len(rows), h, dtype=torch.bfloat16)
+    assert torch.equal(out[rows], expect), f"unrouted rows {rows} not written"
+    routed = [r for r in range(t) if r not in rows]
+    if routed:
+        # Same bound as test_triton_matches_reference_bf16 (bf16 per-slot buffer, k = 2).
+        scale = ref[routed].float().abs().max().item()
+        diff = (out[routed].float() - ref[routed].float()).abs().max().item()
+        assert diff <= 4 * 2.0**-8 * scale

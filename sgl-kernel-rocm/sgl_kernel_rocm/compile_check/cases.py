@@ -267,11 +267,16 @@ def align_cases(arch: str) -> list[Case]:
                 label=f"E256_bm{bm}",
                 pointers=(("ids_ptr", "*i32"), ("sorted_ids_ptr", "*i32"),
                           ("block_expert_ptr", "*i32"), ("num_padded_ptr", "*i32"),
-                          ("counter_ptr", "*i32")),  # fmt: skip
-                ints=(("n_slots", 515), ("num_experts", 256),
-                      ("capacity", 515 + 256 * (bm - 1)), ("n_counters", 96 * 65)),  # fmt: skip
+                          ("counter_ptr", "*i32"), ("out_ptr", "*bf16"),
+                          ("shared_ptr", "*bf16")),  # fmt: skip
+                ints=(("n_slots", 520), ("num_experts", 256),
+                      ("capacity", 520 + 256 * (bm - 1)), ("n_counters", 96 * 65),
+                      ("top_k", 8), ("hidden", 6144), ("stride_out", 6144),
+                      ("stride_shared", 6144)),  # fmt: skip
                 floats=(),
-                constexprs=(("BLOCK_M", bm), ("E_PAD", 256), ("CHUNK", ALIGN_CHUNK)),
+                # As launched by the MoE: unrouted rows written too, with a shared output.
+                constexprs=(("BLOCK_M", bm), ("E_PAD", 256), ("CHUNK", ALIGN_CHUNK),
+                            ("K_PAD", 8), ("BLOCK_H", 1024), ("HAS_SHARED", True)),
                 num_warps=4,
                 num_stages=1,
                 stream="",

@@ -5,7 +5,8 @@ Same output as the torch version (align.py, kept as the reference): slots sorted
 stable, each expert's run padded to BLOCK_M, pad entries = n_slots, the expert of each block
 (-1 past the end) and the padded total. Buffers are sized for the worst case by the caller, so
 there is no host sync and the launch shape depends only on shapes (CUDA-graph safe). It also
-zeroes the down kernel's per-(token, N tile) arrival counters.
+zeroes the down kernel's per-(token, N tile) arrival counters, and its programs past the first
+write the output rows of tokens that no expert block will reach (every top-k id -1).
 """
 
 from __future__ import annotations
@@ -15,20 +16,70 @@ import triton.language as tl
 
 
 @triton.jit
+def _write_unrouted_row(
+    ids_ptr,
+    out_ptr,
+    shared_ptr,
+    tok,
+    top_k,
+    hidden,
+    stride_out,
+    stride_shared,
+    K_PAD: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    HAS_SHARED: tl.constexpr,
+):
+    """Token `tok`'s output row when all its top-k ids are -1 (its experts live on other EP
+    ranks, or it is a DP-attention pad row): zeros, or the shared-expert output. Such a token
+    stores no slot, so the down kernel's top-k sum never reaches it; no other program writes
+    this row."""
+    offs_k = tl.arange(0, K_PAD)
+    ids = tl.load(ids_ptr + tok * top_k + offs_k, mask=offs_k < top_k, other=-1)
+    unrouted = tl.max(ids, axis=0) < 0
+    tok64 = tok.to(tl.int64)
+    for h0 in range(0, hidden, BLOCK_H):
+        offs_h = h0 + tl.arange(0, BLOCK_H)
+        ok = unrouted & (offs_h < hidden)
+        row = tl.zeros((BLOCK_H,), dtype=tl.float32)
+        if HAS_SHARED:
+            row += tl.load(shared_ptr + tok64 * stride_shared + offs_h, mask=ok,
+                           other=0.0).to(tl.float32)  # fmt: skip
+        tl.store(out_ptr + tok64 * stride_out + offs_h, row.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
 def moe_align_kernel(
     ids_ptr,
     sorted_ids_ptr,
     block_expert_ptr,
     num_padded_ptr,
     counter_ptr,
+    out_ptr,
+    shared_ptr,
     n_slots,
     num_experts,
     capacity,
     n_counters,
+    top_k,
+    hidden,
+    stride_out,
+    stride_shared,
     BLOCK_M: tl.constexpr,
     E_PAD: tl.constexpr,
     CHUNK: tl.constexpr,
+    K_PAD: tl.constexpr = 8,
+    BLOCK_H: tl.constexpr = 1024,
+    HAS_SHARED: tl.constexpr = False,
 ):
+    """Program 0 aligns; program 1 + t (launched only when the caller passes an output) writes
+    token t's row if the token has no valid slot (`_write_unrouted_row`)."""
+    pid = tl.program_id(0)
+    if pid > 0:
+        _write_unrouted_row(
+            ids_ptr, out_ptr, shared_ptr, pid - 1, top_k, hidden, stride_out, stride_shared,
+            K_PAD, BLOCK_H, HAS_SHARED,
+        )  # fmt: skip
+        return
     offs_e = tl.arange(0, E_PAD)
     lanes = tl.arange(0, CHUNK)
     # 1. Slots per expert (masked ids -1 and ids >= num_experts count nowhere).

@@ -101,11 +101,15 @@ def align_tokens_triton(
     block_m: int,
     counters: torch.Tensor | None = None,
     empty=torch.empty,
+    unrouted_out: torch.Tensor | None = None,
+    shared_output: torch.Tensor | None = None,
 ) -> Alignment:
     """`align_tokens(..., exact=False)` in one Triton launch (worst-case sized, no host sync).
 
     `counters` (int32, any size) is zeroed by the same launch: the down kernel's arrival
-    counters. `counts` of the result is not computed here (None)."""
+    counters. With `unrouted_out` [T, H], the same launch also writes the rows of tokens whose
+    every top-k id is -1: zeros, or `shared_output`'s row. `counts` of the result is not
+    computed here (None)."""
     import triton
 
     from sgl_kernel_rocm.moe._align_kernel import moe_align_kernel
@@ -121,19 +125,33 @@ def align_tokens_triton(
     num_padded = empty((1,), dtype=torch.int32, device=device)
     if counters is None:
         counters = sorted_ids[:0]
-    moe_align_kernel[(1,)](
+    top_k = topk_ids.shape[-1] if topk_ids.dim() > 1 else 1
+    out = unrouted_out if unrouted_out is not None else counters
+    shared = shared_output if shared_output is not None else out
+    n_rows = unrouted_out.shape[0] if unrouted_out is not None else 0
+    hidden = unrouted_out.shape[1] if unrouted_out is not None else 0
+    moe_align_kernel[(1 + n_rows,)](
         ids,
         sorted_ids,
         block_expert,
         num_padded,
         counters,
+        out,
+        shared,
         n_slots,
         num_experts,
         capacity,
         counters.numel(),
+        top_k,
+        hidden,
+        out.stride(0),
+        shared.stride(0),
         BLOCK_M=block_m,
         E_PAD=triton.next_power_of_2(max(num_experts, 16)),
         CHUNK=ALIGN_CHUNK,
+        K_PAD=triton.next_power_of_2(top_k),
+        BLOCK_H=min(1024, triton.next_power_of_2(max(hidden, 16))),
+        HAS_SHARED=shared_output is not None,
         num_warps=4,
     )
     return Alignment(

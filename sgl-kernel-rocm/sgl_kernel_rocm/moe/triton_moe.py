@@ -106,21 +106,27 @@ def fused_moe_triton(
     # Arrival counters of the down kernel's top-k sum, one per (token, N tile of H).
     n_tiles_h = triton.cdiv(hidden, bn)
     counters = _empty((num_tokens * n_tiles_h,), dtype=torch.int32, device=x.device)
-    if on_cpu and _EXACT_ALIGN_ON_CPU:
-        align = align_tokens(topk_ids, num_experts, bm, exact=True)
-        counters.zero_()
-    elif n_slots <= TRITON_ALIGN_MAX_SLOTS:
-        # One launch, worst-case sized (no host sync); it also zeroes the counters.
-        align = align_tokens_triton(topk_ids, num_experts, bm, counters=counters, empty=_empty)
+    if shared_output is not None and not shared_output.is_contiguous():
+        shared_output = shared_output.contiguous()
+    # The summed output. A token whose top-k ids are all -1 (EP-remote experts, pad rows) gets
+    # no slot, so the down kernel never writes its row: it is zeros (+ the shared output).
+    out = _empty((num_tokens, hidden), dtype=dtype, device=x.device)
+    if n_slots <= TRITON_ALIGN_MAX_SLOTS and not (on_cpu and _EXACT_ALIGN_ON_CPU):
+        # One launch, worst-case sized (no host sync); it also zeroes the counters and writes
+        # the unrouted tokens' rows.
+        align = align_tokens_triton(
+            topk_ids, num_experts, bm, counters=counters, empty=_empty,
+            unrouted_out=out, shared_output=shared_output,
+        )  # fmt: skip
     else:
-        align = align_tokens(topk_ids, num_experts, bm, exact=False)
+        align = align_tokens(topk_ids, num_experts, bm, exact=on_cpu and _EXACT_ALIGN_ON_CPU)
         counters.zero_()
+        # Rows the down kernel sums are overwritten whole; the rest keep this.
+        out.copy_(shared_output) if shared_output is not None else out.zero_()
     weights = topk_weights.reshape(-1)
     if weights.dtype != torch.float32 or not weights.is_contiguous():
         weights = weights.to(torch.float32).contiguous()
     ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
-    if shared_output is not None and not shared_output.is_contiguous():
-        shared_output = shared_output.contiguous()
 
     if a4:
         xq = _empty((num_tokens, hidden // 2), dtype=torch.uint8, device=x.device)
@@ -179,7 +185,6 @@ def fused_moe_triton(
 
     # Per-slot rows (masked slots are never written nor read) and the summed output.
     per_slot = _empty((n_slots, hidden), dtype=dtype, device=x.device)
-    out = _empty((num_tokens, hidden), dtype=dtype, device=x.device)
     shared = shared_output if shared_output is not None else out
     grid2 = (align.num_blocks_bound, n_tiles_h)
     _kernels.down_kernel[grid2](

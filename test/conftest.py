@@ -14,7 +14,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-
 _SEED_ENV = "SGLANG_MX_TEST_SEED"
 
 

@@ -241,9 +241,9 @@ def _mac(
                 a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc, fast_math=not FULL_SCALE_RANGE
             )
     elif WORDS:
-        w = dequant_words(
-            wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, DOT_DTYPE == tl.float32
-        ).to(DOT_DTYPE)
+        w = dequant_words(wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, DOT_DTYPE == tl.float32).to(
+            DOT_DTYPE
+        )
         acc = tl.dot(a, tl.trans(w), acc)
     else:
         w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)

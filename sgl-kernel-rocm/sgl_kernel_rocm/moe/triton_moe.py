@@ -97,10 +97,14 @@ def fused_moe_triton(
     w13, w13_scale = w13.contiguous(), w13_scale.contiguous()
     w2, w2_scale = w2.contiguous(), w2_scale.contiguous()
     # The word-wise upcast (unpack path): int32 loads need 4-byte aligned rows.
-    words = not dot_scaled and not w16 and (
-        layout.words
-        if layout is not None
-        else all(t.data_ptr() % 4 == 0 and t.shape[-1] % 4 == 0 for t in (w13, w2))
+    words = (
+        not dot_scaled
+        and not w16
+        and (
+            layout.words
+            if layout is not None
+            else all(t.data_ptr() % 4 == 0 and t.shape[-1] % 4 == 0 for t in (w13, w2))
+        )
     )
     full_range = layout is None or not layout.fast_scales
     # Arrival counters of the down kernel's top-k sum, one per (token, N tile of H).

@@ -135,11 +135,17 @@ def _scheme(config: dict, config_path: Path):
         raise CheckpointError(config_path, f"quantization_config: {e}") from e
 
 
-def _check_mxfp4_tensors(f: Path, header: dict, names: dict, scheme, config_path: Path) -> None:
-    """Every packed MXFP4 weight has its scale, consistent shapes, and is a kind we serve."""
+def _check_mxfp4_tensors(
+    f: Path, header: dict, names: dict, scheme, config_path: Path, serves_linears: bool
+) -> None:
+    """Every packed MXFP4 weight we will serve has its scale, consistent shapes, and is a kind
+    we serve. Without `serves_linears` (a GPU node: our method takes the routed experts only,
+    SGLang serves every other layer its own way) only routed-expert tensors are checked."""
     from sglang_mx.quant.quark_layout import quantized_module, servable_linear
 
     for name, info in header.items():
+        if not serves_linears and ".mlp.experts." not in name:
+            continue
         if name.endswith(".weight_scale"):
             weight = names.get(name[: -len("_scale")])
             if weight is None or weight["dtype"] != "U8":
@@ -199,8 +205,12 @@ def _quark_quantizes_unservable(module: str, info: dict, scheme) -> bool:
     return not scheme.is_excluded(module) and bool(servable_linear(module))
 
 
-def validate_checkpoint(model_dir: Path) -> None:
-    """Fail fast, naming the file and the problem, on a truncated or mismatched checkpoint."""
+def validate_checkpoint(model_dir: Path, serves_linears: bool = True) -> None:
+    """Fail fast, naming the file and the problem, on a truncated or mismatched checkpoint.
+
+    `serves_linears`: our platform serves every layer (the CPU box), so anything packed that we
+    cannot serve is refused here; False on a GPU node, where we check only what our MoE method
+    will load and leave the rest (FP8 attention, an FP4 MTP `eh_proj`, ...) to SGLang."""
     model_dir = Path(model_dir)
     config = load_config(model_dir)
     config_path = model_dir / "config.json"
@@ -210,7 +220,7 @@ def validate_checkpoint(model_dir: Path) -> None:
     names = {name: info for _, header in headers for name, info in header.items()}
     for f, header in headers:
         if scheme is not None:
-            _check_mxfp4_tensors(f, header, names, scheme, config_path)
+            _check_mxfp4_tensors(f, header, names, scheme, config_path, serves_linears)
         for name, info in header.items():
             want = expected.get(name)
             if want is not None and info["dtype"] == "U8":

@@ -44,7 +44,7 @@ def _validate_before_load(loader, *args, **kwargs):
     model_config = kwargs.get("model_config")
     path = getattr(model_config, "model_path", None)
     if path and os.path.isdir(path):
-        validate_checkpoint(path)
+        validate_checkpoint(path, serves_linears=ENV.platform_wanted())
     return None
 
 

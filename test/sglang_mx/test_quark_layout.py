@@ -224,3 +224,28 @@ def test_unservable_quark_checkpoint_names_tensor_and_problem(
     for part in (words,) if isinstance(words, str) else words:
         assert part in str(exc.value)
     validate_checkpoint(quark_dirs["full"])  # the unedited checkpoint passes
+
+
+@pytest.mark.parametrize(
+    "edit_tensors, edit_config",
+    [(_quantize_attention, None), (None, _stop_excluding_attention)],
+    ids=["quantized-attention", "config-quantizes-attention"],
+)
+def test_gpu_node_leaves_layers_it_does_not_serve_to_sglang(
+    quark_dirs, tmp_path, edit_tensors, edit_config
+):
+    # On a GPU node our method takes only the routed experts: FP8/FP4 attention, an FP4 MTP
+    # eh_proj and the like are SGLang's to load (or refuse), so validation lets them through.
+    other = rewrite(quark_dirs["full"], tmp_path / "other", edit_tensors, edit_config)
+    validate_checkpoint(other, serves_linears=False)
+    with pytest.raises(CheckpointError):  # the CPU box serves every layer: refused there
+        validate_checkpoint(other, serves_linears=True)
+
+
+def test_gpu_node_still_checks_routed_experts(quark_dirs, tmp_path):
+    def drop_expert_scale(t):
+        del t["model.layers.1.mlp.experts.3.down_proj.weight_scale"]
+
+    bad = rewrite(quark_dirs["full"], tmp_path / "bad", drop_expert_scale)
+    with pytest.raises(CheckpointError, match="experts.3.down_proj.weight_scale is missing"):
+        validate_checkpoint(bad, serves_linears=False)

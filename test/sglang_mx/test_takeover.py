@@ -43,6 +43,7 @@ def quark_config(input_tensors, exclude=("re:.*self_attn.*", "re:.*mlp\\.gate$")
                 "bias": None,
             },
             "layer_quant_config": {},
+            "layer_type_quant_config": {},  # Quark writes it; SGLang's matcher reads it
             "exclude": list(exclude),
             "packed_modules_mapping": {},
             "hf_config": None,
@@ -136,3 +137,62 @@ def test_non_moe_layers_untouched(sglang_context):
     want = type(config).get_quant_method(config, linear, prefix)
     got = takeover.take_moe_layer(type(config).get_quant_method, config, linear, prefix)
     assert type(got) is type(want)
+
+
+def _declined(config, caplog, words, layer=None):
+    """The hook hands the layer back to SGLang's own get_quant_method (a sentinel here, so the
+    check does not depend on which method SGLang would build on this CPU box)."""
+    from sglang_mx.quant.moe_method import MxFp4MoEMethod
+
+    sentinel = object()
+    got = takeover.take_moe_layer(lambda *a: sentinel, config, layer or moe_layer(), PREFIX)
+    assert got is sentinel and not isinstance(got, MxFp4MoEMethod)
+    lines = [r.getMessage() for r in caplog.records if "stays with SGLang" in r.getMessage()]
+    assert len(lines) == 1 and words in lines[0], lines
+
+
+def test_quark_per_expert_exact_name_excludes_reach_the_fused_module(sglang_context, caplog):
+    # Quark's file2file export lists excluded experts one tensor module at a time (the MTP
+    # layer of amd/GLM-5.2-MXFP4); SGLang maps those names to the fused experts module.
+    caplog.set_level(logging.INFO, logger=takeover.__name__)
+    names = [f"{PREFIX}.{e}.{p}" for e in range(4) for p in ("gate_proj", "up_proj", "down_proj")]
+    _declined(quark_config(None, exclude=names), caplog, "excluded")
+
+
+def test_quark_excludes_added_by_the_model_are_honoured(sglang_context, caplog):
+    # GlmMoeDsaForCausalLMNextN rebuilds QuarkConfig.exclude_layers with its draft experts
+    # (remapped names) after the config is built; the raw "exclude" list never shows them.
+    caplog.set_level(logging.INFO, logger=takeover.__name__)
+    config = quark_config(None)
+    config.exclude_layers = [*config.exclude_layers, PREFIX]
+    _declined(config, caplog, "excluded")
+
+
+def _with_layer_config(config, pattern, weight, input_tensors=None):
+    config.quant_config["layer_quant_config"] = {
+        pattern: {"weight": weight, "input_tensors": input_tensors, "output_tensors": None,
+                  "bias": None},
+    }  # fmt: skip
+    return config
+
+
+def test_quark_layer_quant_config_that_is_not_mxfp4_stays_with_sglang(sglang_context, caplog):
+    caplog.set_level(logging.INFO, logger=takeover.__name__)
+    fp8 = {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}
+    config = _with_layer_config(quark_config(None), "model.layers.1.*", fp8)
+    _declined(config, caplog, "is not MXFP4")
+
+
+def test_quark_layer_quant_config_sets_the_layer_act_quant(sglang_context):
+    # The global config is W4A16; a layer pattern (matched as SGLang matches it, fnmatch)
+    # makes this layer W4A4. parse_scheme alone reads only patterns naming experts.
+    from sglang_mx.quant.moe_method import MxFp4MoEMethod
+
+    w4a4 = {**MX_W, "is_dynamic": True}
+    config = _with_layer_config(
+        quark_config(None), "model.layers.1.*", {**MX_W, "is_dynamic": False}, w4a4
+    )
+    method = take(config, moe_layer())
+    assert isinstance(method, MxFp4MoEMethod) and method.scheme.act_quant == "mxfp4"
+    plain = take(quark_config(None), moe_layer())
+    assert plain.scheme.act_quant == "none"

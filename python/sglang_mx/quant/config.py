@@ -15,10 +15,17 @@ from sglang_mx.quant.scheme import MxScheme, parse_scheme
 class MxFp4ExpertsConfig(QuantizationConfig):
     """Registered for quant_method "mxfp4" and "quark" on the sglang_mx CPU platform."""
 
-    def __init__(self, scheme: MxScheme, name: str) -> None:
+    def __init__(self, scheme: MxScheme, name: str, raw: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.scheme = scheme
         self._name = name
+        # The attributes SGLang's model code reads and rewrites on a config named "quark" (GLM's
+        # NextN draft remaps `model.layers.N.*` to `model.decoder.*` in both), as QuarkConfig
+        # keeps them: the checkpoint's dict and the exclude list.
+        self.quant_config = dict(raw or {})
+        self.quant_config.setdefault("layer_quant_config", {})
+        self.quant_config.setdefault("layer_type_quant_config", {})
+        self.exclude_layers = list(scheme.exclude)
 
     def get_name(self) -> str:
         return self._name
@@ -38,7 +45,39 @@ class MxFp4ExpertsConfig(QuantizationConfig):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> MxFp4ExpertsConfig:
         scheme = parse_scheme(config)
-        return cls(scheme, scheme.source)
+        return cls(scheme, scheme.source, config)
+
+    def excluded(self, prefix: str) -> bool:
+        """SGLang's own exclusion rule (`should_ignore_layer`): exact names and `re:` patterns,
+        per-expert entries excluding the fused experts module, fused q/k/v and gate/up layers
+        excluded when each part is; over `exclude_layers` as the model code left it."""
+        from sglang.srt.layers.quantization.quark.utils import should_ignore_layer
+
+        return should_ignore_layer(
+            prefix, ignore=self.exclude_layers, fused_mapping=self.packed_modules_mapping
+        )
+
+    def _layer_scheme(self, layer: torch.nn.Module, prefix: str) -> MxScheme:
+        """This layer's scheme, with Quark's `layer_quant_config` patterns matched as SGLang
+        matches them; a pattern that is not MXFP4 cannot be served on this platform."""
+        if self.scheme.source != "quark" or not self.quant_config.get("layer_quant_config"):
+            return self.scheme
+        from sglang_mx.quant.takeover import quark_layer_scheme
+
+        scheme, why = quark_layer_scheme(self, layer, prefix, self.scheme)
+        if scheme is None:
+            raise NotImplementedError(
+                f"layer {prefix!r}: {why}; the sglang_mx CPU platform serves MXFP4 or "
+                "unquantized layers only"
+            )
+        return scheme
+
+    # SGLang's QuarkConfig matcher, used by `quark_layer_scheme`; it reads only
+    # `quant_config` and `packed_modules_mapping`, which this class keeps as QuarkConfig does.
+    def _find_matched_config(self, layer_name: str, module: torch.nn.Module) -> dict[str, Any]:
+        from sglang.srt.layers.quantization.quark.quark import QuarkConfig
+
+        return QuarkConfig._find_matched_config(self, layer_name, module)
 
     def get_quant_method(self, layer: torch.nn.Module, prefix: str) -> QuantizeMethodBase | None:
         from sglang.srt.layers.linear import LinearBase
@@ -46,11 +85,13 @@ class MxFp4ExpertsConfig(QuantizationConfig):
         from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
 
         if isinstance(layer, FusedMoE):
+            if self.excluded(prefix):
+                return None  # SGLang's UnquantizedFusedMoEMethod: bf16 experts (an MTP draft)
             from sglang_mx.quant.moe_method import MxFp4MoEMethod
 
-            return MxFp4MoEMethod(self.scheme, prefix)
+            return MxFp4MoEMethod(self._layer_scheme(layer, prefix), prefix)
         if isinstance(layer, LinearBase):
-            if self.scheme.quantizes_linear and not self._linear_excluded(prefix):
+            if self.scheme.quantizes_linear and not self.excluded(prefix):
                 from sglang_mx.quant.quark_layout import servable_linear
 
                 problem = servable_linear(prefix)
@@ -61,18 +102,9 @@ class MxFp4ExpertsConfig(QuantizationConfig):
                     )
                 from sglang_mx.quant.linear_method import MxFp4LinearMethod
 
-                return MxFp4LinearMethod(self.scheme, prefix)
+                return MxFp4LinearMethod(self._layer_scheme(layer, prefix), prefix)
             return UnquantizedLinearMethod()
         return None
-
-    def _linear_excluded(self, prefix: str) -> bool:
-        # SGLang fuses q/k/v and gate/up: the fused layer is excluded if each part is.
-        leaf = prefix.rsplit(".", 1)[-1]
-        parts = self.packed_modules_mapping.get(leaf)
-        if not parts:
-            return self.scheme.is_excluded(prefix)
-        base = prefix[: -len(leaf)]
-        return all(self.scheme.is_excluded(base + p) for p in parts)
 
     def get_scaled_act_names(self) -> list[str]:
         return []

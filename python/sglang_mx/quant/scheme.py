@@ -46,7 +46,7 @@ class MxScheme:
         return False
 
 
-def _is_mxfp4_weight(spec: dict[str, Any] | None) -> bool:
+def is_mxfp4_weight(spec: dict[str, Any] | None) -> bool:
     return bool(
         spec
         and spec.get("dtype") == "fp4"
@@ -57,7 +57,7 @@ def _is_mxfp4_weight(spec: dict[str, Any] | None) -> bool:
     )
 
 
-def _quark_act_quant(spec: dict[str, Any] | None, where: str) -> str:
+def quark_act_quant(spec: dict[str, Any] | None, where: str) -> str:
     if not spec:
         return "none"
     if (
@@ -97,15 +97,15 @@ def parse_scheme(config: dict[str, Any]) -> MxScheme:
         global_cfg = config.get("global_quant_config") or {}
         spec = expert_cfg or global_cfg
         where = "layer_quant_config[experts]" if expert_cfg else "global_quant_config"
-        if not _is_mxfp4_weight(spec.get("weight")):
+        if not is_mxfp4_weight(spec.get("weight")):
             raise MxSchemeError(
                 f"Quark {where}.weight={spec.get('weight')} is not MXFP4 (fp4, per_group, "
                 "group_size 32, e8m0 scales, static)"
             )
         return MxScheme(
             source="quark",
-            act_quant=_quark_act_quant(spec.get("input_tensors"), where),
+            act_quant=quark_act_quant(spec.get("input_tensors"), where),
             exclude=tuple(config.get("exclude") or ()),
-            quantizes_linear=_is_mxfp4_weight(global_cfg.get("weight")),
+            quantizes_linear=is_mxfp4_weight(global_cfg.get("weight")),
         )
     raise MxSchemeError(f"quant_method={method!r} is not an MXFP4 layout (mxfp4 or quark)")

@@ -6,9 +6,16 @@ log line saying why."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
-from sglang_mx.quant.scheme import MxScheme, MxSchemeError, parse_scheme
+from sglang_mx.quant.scheme import (
+    MxScheme,
+    MxSchemeError,
+    is_mxfp4_weight,
+    parse_scheme,
+    quark_act_quant,
+)
 
 logger = logging.getLogger(__name__)
 # Where the Mxfp4Config AROUND hook keeps the checkpoint's quantization_config: the class itself
@@ -66,6 +73,32 @@ def unsupported_features(layer) -> list[str]:
     return found
 
 
+def quark_layer_scheme(config, layer, prefix: str, scheme: MxScheme) -> tuple[MxScheme | None, str]:
+    """The scheme of one Quark MoE layer as SGLang itself decides it: its exclusion through
+    SGLang's `should_ignore_layer` over `QuarkConfig.exclude_layers` (which the model code
+    extends, e.g. GLM's NextN layer adds its `model.decoder.mlp.experts`, and remaps) with the
+    packed-module mapping, so per-expert entries exclude the fused experts module; its weight
+    and input specs through `_find_matched_config` (`layer_quant_config` patterns first, then
+    the global config). None and the reason when SGLang would not load it as MXFP4."""
+    from sglang.srt.layers.quantization.quark.utils import should_ignore_layer
+
+    ignore = getattr(config, "exclude_layers", None) or []
+    mapping = getattr(config, "packed_modules_mapping", None) or {}
+    if should_ignore_layer(prefix, ignore=ignore, fused_mapping=mapping):
+        return None, "excluded from quantization by the checkpoint"
+    try:
+        matched = config._find_matched_config(prefix, layer)
+    except (ValueError, KeyError) as e:
+        return None, f"SGLang finds no single quant config for it ({e})"
+    if not is_mxfp4_weight(matched.get("weight")):
+        return None, f"its Quark weight spec {matched.get('weight')} is not MXFP4"
+    try:
+        act_quant = quark_act_quant(matched.get("input_tensors"), prefix)
+    except MxSchemeError as e:
+        return None, str(e)
+    return replace(scheme, act_quant=act_quant), ""
+
+
 def take_moe_layer(original, self, layer, prefix: str):
     """AROUND hook on `Mxfp4Config.get_quant_method` and `QuarkConfig.get_quant_method`."""
     from sglang.srt.layers.moe.fused_moe_triton import FusedMoE
@@ -73,7 +106,9 @@ def take_moe_layer(original, self, layer, prefix: str):
     if not isinstance(layer, FusedMoE):
         return original(self, layer, prefix)
     scheme, why = scheme_of(self)
-    if scheme is not None and scheme.is_excluded(prefix):
+    if scheme is not None and scheme.source == "quark":
+        scheme, why = quark_layer_scheme(self, layer, prefix, scheme)
+    elif scheme is not None and scheme.is_excluded(prefix):
         scheme, why = None, "excluded from quantization by the checkpoint"
     if scheme is not None:
         missing = unsupported_features(layer)

@@ -54,6 +54,7 @@ else
 fi
 START=$(date +%s)
 SUMMARY=()
+FAILED=()  # steps that failed, timed out or never ran: the exit status says so
 export PYTHONUNBUFFERED=1
 export HF_HUB_OFFLINE=1
 
@@ -73,6 +74,7 @@ step() {
     if ((left < 20)); then
         echo "== $name: not run, budget spent"
         SUMMARY+=("$(printf '%-8s %-10s %5s s' "$name" "not-run" 0)")
+        FAILED+=("$name (not run: budget spent)")
         return 0
     fi
     ((limit > left)) && limit=$left
@@ -85,6 +87,7 @@ step() {
     ((rc == 124 || rc == 137)) && status="TIMEOUT"
     echo "== $name: $status after $(($(date +%s) - t0))s"
     SUMMARY+=("$(printf '%-8s %-10s %5s s' "$name" "$status" "$(($(date +%s) - t0))")")
+    ((rc == 0)) || FAILED+=("$name ($status)")
 }
 
 # --- Python environment --------------------------------------------------------------------
@@ -164,3 +167,10 @@ fi
 nfiles=$(find "$OUT" -type f | wc -l)
 echo "files under OUT: $nfiles"
 find "$OUT" -type f | sort
+# Exit non-zero when any step failed (run.py returns 1 on a correctness mismatch, pytest on a
+# failed test), so a caller's `rc` means what it says.
+if ((${#FAILED[@]})); then
+    echo "FAILED steps: ${FAILED[*]}"
+    exit 1
+fi
+echo "all steps passed"

@@ -117,6 +117,7 @@ else:
         "prefill_300tok_E64_H2048_I512": (300, 64, 2048, 512, 8, (5, 6, 63), 41, True),
     }
 
+
 def _moe_case(tokens, experts, hidden, inter, top_k, empty, masked, seed):
     """Synthetic MXFP4 weights on the device plus ragged routing: two hot experts draw most
     slots, `empty` experts get none, `masked` slots are -1 (dropped)."""

@@ -5,7 +5,7 @@
 # down kernels and of MLA / DSA / indexer decode, each as a fraction of the copy bandwidth), then
 # the gpu-marked pytest suite with what time is left. docs/gpu-check.md says how to run it.
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh                       # on the GPU, <= 8 min
+#   OUT=/some/dir GPU_CHECK_COMMIT=<sha> bash scripts/gpu_check.sh  # on the GPU, <= 8 min
 #   OUT=/tmp/x GPU_CHECK_DRY_RUN=1 bash scripts/gpu_check.sh      # CPU: interpreter, tiny shapes
 #
 # Results (7 files under $OUT):
@@ -26,7 +26,12 @@
 #   GPU_CHECK_CHECK_S   seconds for the check step (default 340)
 #   GPU_CHECK_BF16_MOE  name of the bf16-weight MoE in sgl_kernel_rocm.moe (default: looked up)
 #   GPU_CHECK_DRY_RUN   1: CPU dry run (TRITON_INTERPRET=1, tiny shapes, no tests step)
+#   GPU_CHECK_COMMIT    the commit the tree is at (the device copy has no .git); every result
+#                       JSON records it, and docs may quote only figures that name their commit
 #   PYTHON              interpreter holding torch (default python3)
+#
+# Exit status: 0 when every step ran and passed; 1 when any failed, timed out or was not run
+# (the log ends with the failed steps).
 #
 # Python packages: the script uses what the machine has (torch, triton, pytest). Our two
 # packages go on PYTHONPATH (python/, sgl-kernel-rocm/); nothing is pip-installed from a registry

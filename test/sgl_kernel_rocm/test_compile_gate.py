@@ -105,7 +105,7 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             Case(
                 **dot,
                 label="planted:spill",
-                constexprs=tile(*((256, 256, 16) if is_amd(arch) else (128, 256, 32))),
+                constexprs=tile(*((256, 128, 16) if is_amd(arch) else (128, 128, 16))),
                 num_warps=1,
                 **common,
             ),
@@ -115,7 +115,7 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             Case(
                 **dot,
                 label="planted:stages",
-                constexprs=tile(64, 64, 256),
+                constexprs=tile(32, 32, 512),
                 num_warps=4,
                 **common | {"num_stages": 6},
             ),

@@ -5,7 +5,7 @@
 # down kernels and of MLA / DSA / indexer decode, each as a fraction of the copy bandwidth), then
 # the gpu-marked pytest suite with what time is left. docs/gpu-check.md says how to run it.
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh                       # on the GPU, <= 8 min
+#   OUT=/some/dir GPU_CHECK_COMMIT=<sha> bash scripts/gpu_check.sh  # on the GPU, <= 8 min
 #   OUT=/tmp/x GPU_CHECK_DRY_RUN=1 bash scripts/gpu_check.sh      # CPU: interpreter, tiny shapes
 #
 # Results (7 files under $OUT):
@@ -26,7 +26,12 @@
 #   GPU_CHECK_CHECK_S   seconds for the check step (default 340)
 #   GPU_CHECK_BF16_MOE  name of the bf16-weight MoE in sgl_kernel_rocm.moe (default: looked up)
 #   GPU_CHECK_DRY_RUN   1: CPU dry run (TRITON_INTERPRET=1, tiny shapes, no tests step)
+#   GPU_CHECK_COMMIT    the commit the tree is at (the device copy has no .git); every result
+#                       JSON records it, and docs may quote only figures that name their commit
 #   PYTHON              interpreter holding torch (default python3)
+#
+# Exit status: 0 when every step ran and passed; 1 when any failed, timed out or was not run
+# (the log ends with the failed steps).
 #
 # Python packages: the script uses what the machine has (torch, triton, pytest). Our two
 # packages go on PYTHONPATH (python/, sgl-kernel-rocm/); nothing is pip-installed from a registry
@@ -54,6 +59,7 @@ else
 fi
 START=$(date +%s)
 SUMMARY=()
+FAILED=()  # steps that failed, timed out or never ran: the exit status says so
 export PYTHONUNBUFFERED=1
 export HF_HUB_OFFLINE=1
 
@@ -73,6 +79,7 @@ step() {
     if ((left < 20)); then
         echo "== $name: not run, budget spent"
         SUMMARY+=("$(printf '%-8s %-10s %5s s' "$name" "not-run" 0)")
+        FAILED+=("$name (not run: budget spent)")
         return 0
     fi
     ((limit > left)) && limit=$left
@@ -85,6 +92,7 @@ step() {
     ((rc == 124 || rc == 137)) && status="TIMEOUT"
     echo "== $name: $status after $(($(date +%s) - t0))s"
     SUMMARY+=("$(printf '%-8s %-10s %5s s' "$name" "$status" "$(($(date +%s) - t0))")")
+    ((rc == 0)) || FAILED+=("$name ($status)")
 }
 
 # --- Python environment --------------------------------------------------------------------
@@ -164,3 +172,10 @@ fi
 nfiles=$(find "$OUT" -type f | wc -l)
 echo "files under OUT: $nfiles"
 find "$OUT" -type f | sort
+# Exit non-zero when any step failed (run.py returns 1 on a correctness mismatch, pytest on a
+# failed test), so a caller's `rc` means what it says.
+if ((${#FAILED[@]})); then
+    echo "FAILED steps: ${FAILED[*]}"
+    exit 1
+fi
+echo "all steps passed"

@@ -111,6 +111,47 @@ def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
             "layout": layout}  # fmt: skip
 
 
+def ep_local_ids(global_ids: torch.Tensor, ep_rank: int, local_experts: int) -> torch.Tensor:
+    """Global top-k ids as one EP rank's MoE receives them: SGLang 0.5.23's StandardDispatcher
+    (moe_ep_size > 1, token_dispatcher/standard.py) gives rank r the contiguous experts
+    [r * L, (r + 1) * L) as local ids 0..L-1 and maps every other id, and -1, to -1."""
+    local = global_ids - ep_rank * local_experts
+    return torch.where((local >= 0) & (local < local_experts), local, -1).to(torch.int32)
+
+
+def moe_ep_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """EP8 with global routing: each token picks TOP_K of `global_experts` at random, then the
+    ids are mapped to this rank's local experts; at top-8 of 256 over 8 ranks about (7/8)**8 =
+    34% of the tokens have no local expert and arrive fully masked (their rows must be zeros)."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m, e, g_e = p["tokens"], p["experts"], p["global_experts"]
+    w13, w13s, w2, w2s = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(m, p["hidden"], generator=gen).to(torch.bfloat16).to(dev)
+    global_ids = torch.rand(m, g_e, generator=gen).topk(TOP_K, dim=1).indices
+    ids = ep_local_ids(global_ids, p["ep_rank"], e).to(dev)
+    w = torch.rand(m, TOP_K, generator=gen)
+    w = (w / w.sum(1, keepdim=True)).to(dev)
+    masked = (ids < 0).all(dim=1)
+    layout = prepare_weights(w13, w13s, w2, w2s)
+
+    def check():
+        out = fused_moe_mxfp4(x, w13, w13s, w2, w2s, w, ids, backend="triton", layout=layout)
+        return out, fused_moe_reference(x, w13, w13s, w2, w2s, w, ids)
+
+    return {"check": check, "masked": masked}
+
+
+def check_moe_ep(out: torch.Tensor, ref: torch.Tensor, masked: torch.Tensor) -> dict[str, Any]:
+    """check_moe, plus: some tokens are fully masked, and their rows are exactly zero."""
+    res = check_moe(out, ref)
+    n_masked = int(masked.sum())
+    rows_zero = bool((out[masked] == 0).all()) if n_masked else False
+    res.update(masked_tokens=n_masked, tokens=int(masked.numel()), masked_rows_zero=rows_zero)
+    res["ok"] = res["ok"] and n_masked > 0 and rows_zero
+    return res
+
+
 def moe_bf16_case(p: dict[str, Any], fn, seed: int = 0) -> dict[str, Any]:
     """The same routing over bf16 weights (random values; speed only)."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"

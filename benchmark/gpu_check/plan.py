@@ -18,6 +18,9 @@ MOE_LAYOUTS = {
     "EP8": {"experts": 32, "hidden": 6144, "inter": 2048},
 }
 MOE_TOKENS = (1, 4, 16, 64, 256)
+# EP8 as SGLang dispatches it: global ids over 256 experts mapped to rank 0's 32 (others -1).
+MOE_EP = {"layout": "EP8", "experts": 32, "global_experts": 256, "ep_rank": 0, "hidden": 6144,
+          "inter": 2048, "tokens": 64}  # fmt: skip
 TOP_K = 8
 ATTN_HEADS = {"TP8": 8, "DP": 64}  # MLA heads per rank: TP8 of 64, DP attention (all 64)
 CONTEXTS = (4096, 8192, 20480)
@@ -34,6 +37,16 @@ DRY = {
     "contexts": (96,),
     "batches": (2,),
     "dsa_top_k": 32,
+    # top-8 of 32 global experts, 4 local: ~26% of the tokens fully masked.
+    "moe_ep": {
+        "layout": "EP8",
+        "experts": 4,
+        "global_experts": 32,
+        "ep_rank": 0,
+        "hidden": 128,
+        "inter": 64,
+        "tokens": 16,
+    },
 }
 
 # Seconds per case on an H200 (estimates: Triton JIT ~2-4 s per new kernel variant, a
@@ -85,6 +98,9 @@ def build_plan(dry: bool = False, with_bf16_moe: bool = True) -> list[Case]:
         for m in sorted({tokens[0], tokens[-1] if dry else 16}):
             plan.append(Case("check_moe", {"layout": lay, **layouts[lay], "tokens": m}, 0,
                              EST["check_moe"] + EST["moe_setup"]))  # fmt: skip
+    # EP8 with global routing: about a third of the tokens have no local expert.
+    plan.append(Case("check_moe_ep", dict(DRY["moe_ep"] if dry else MOE_EP), 0,
+                     EST["check_moe"] + EST["moe_setup"]))  # fmt: skip
     for mode, heads in heads_by.items():
         for kind in ("mla", "dsa"):
             plan.append(Case(f"check_{kind}", {"mode": mode, "heads": heads, "batch": 2,

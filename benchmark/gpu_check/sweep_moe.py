@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     import measure
     import moe as moe_cases
     import plan as P
+    import provenance
     import torch
     from sgl_kernel_rocm.arch import current_arch
     from sgl_kernel_rocm.moe import fused_moe_mxfp4
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             "triton": triton.__version__,
             "python": platform.python_version(),
         },  # fmt: skip
+        "kind": "moe",  # every row is a fused MXFP4 MoE call (provenance.KERNEL_SOURCES)
+        **provenance.stamp(),
         "copy": copy,
         "budget_s": args.budget_s,
         "elapsed_s": time.time() - start,

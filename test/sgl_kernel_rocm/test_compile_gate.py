@@ -69,46 +69,183 @@ def test_static_tables_say_where_they_come_from():
 # ----------------------------------------------------------------------------- planted faults
 
 
-def _planted(arch: str) -> dict[str, Case]:
-    common = {"arch": arch, "label": "planted", "floats": (), "num_stages": 1}
-    spill_shape = (256, 256, 16) if is_amd(arch) else (128, 256, 32)
-    return {
-        "multi_type": Case(
-            kernel="planted.multi_type", module="planted_kernels",
-            fn="multi_type_return_kernel", pointers=(("x_ptr", "*bf16"), ("out_ptr", "*bf16")),
-            ints=(), constexprs=(("FLAG", True),), num_warps=4, stream="",
-            stream_bytes_per_iter=0, **common,
+def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
+    """name -> (case, a phrase its violation must contain; None for a control that must pass).
+    Every verdict of gate.py, on each arch where it applies: the scaled-MFMA and hardware-upcast
+    demands exist on gfx950 only (the other archs have neither instruction)."""
+    common = {"arch": arch, "floats": (), "num_stages": 1, "stream": "",
+              "stream_bytes_per_iter": 0}  # fmt: skip
+    dot = {"kernel": "planted.dot", "module": "planted_kernels", "fn": "dot_loop_kernel",
+           "pointers": (("a_ptr", "*bf16"), ("b_ptr", "*bf16"), ("out_ptr", "*fp32")),
+           "ints": (("k_dim", 4096),)}  # fmt: skip
+
+    def tile(m, n, k):
+        return tuple(zip("MNK", (m, n, k), strict=True))
+
+    stream = {"module": "planted_kernels", "ints": (("n", 6143), ("stride", 6144)),
+              "pointers": (("w_ptr", "*u8"), ("out_ptr", "*i32")), "constexprs": (),
+              "num_warps": 4, "expect": ("wide_stream",)}  # fmt: skip
+    budget = "LDS" if is_amd(arch) else "shared memory"
+    out = {
+        "compile_error": (
+            Case(
+                kernel="planted.multi_type",
+                module="planted_kernels",
+                fn="multi_type_return_kernel",
+                pointers=(("x_ptr", "*bf16"), ("out_ptr", "*bf16")),
+                ints=(),
+                constexprs=(("FLAG", True),),
+                num_warps=4,
+                label="planted",
+                **common,
+            ),
+            "Return type mismatch",
         ),
-        "spill": Case(
-            kernel="planted.spill", module="planted_kernels", fn="spilling_kernel",
-            pointers=(("a_ptr", "*bf16"), ("b_ptr", "*bf16"), ("out_ptr", "*fp32")),
-            ints=(("k_dim", 4096),), constexprs=tuple(zip("MNK", spill_shape, strict=True)),
-            num_warps=1, stream="", stream_bytes_per_iter=0, **common,
+        "spill": (
+            Case(
+                **dot,
+                label="planted:spill",
+                constexprs=tile(*((256, 128, 16) if is_amd(arch) else (128, 128, 16))),
+                num_warps=1,
+                **common,
+            ),
+            "spills",
         ),
-        "narrow": Case(
-            kernel="planted.narrow", module="planted_kernels", fn="narrow_stream_kernel",
-            pointers=(("w_ptr", "*u8"), ("out_ptr", "*i32")),
-            ints=(("n", 6143), ("stride", 6144)), constexprs=(), num_warps=4,
-            stream="weights", stream_bytes_per_iter=64 * 64, expect=("wide_stream",), **common,
+        "lds_smem": (
+            Case(
+                **dot,
+                label="planted:stages",
+                constexprs=tile(32, 32, 512),
+                num_warps=4,
+                **common | {"num_stages": 6},
+            ),
+            f"{budget} ",
         ),
-    }  # fmt: skip
+        "warp_repetition": (
+            Case(
+                **dot,
+                label="planted:small-tile",
+                constexprs=tile(16, 16, 32),
+                num_warps=8,
+                expect=("whole_warps",),
+                **common,
+            ),
+            "warps compute each output tile",
+        ),
+        "narrow_stream": (
+            Case(
+                kernel="planted.narrow",
+                fn="narrow_stream_kernel",
+                label="planted",
+                **stream,
+                **common | {"stream": "weights", "stream_bytes_per_iter": 4096},
+            ),
+            "'weights' stream loads are 1 B wide",
+        ),
+        "unattributed_stream": (
+            Case(
+                kernel="planted.unmarked",
+                fn="unmarked_stream_kernel",
+                label="planted",
+                **stream,
+                **common | {"stream": "weights", "stream_bytes_per_iter": 4096},
+            ),
+            "no global load attributed to the 'weights' stream",
+        ),
+    }
+    if arch == "gfx950":
+        scaled = {"kernel": "planted.scaled_dot", "module": "planted_kernels",
+                  "fn": "scaled_dot_kernel", "num_warps": 4, **common}  # fmt: skip
+        blocks = (("BLOCK_M", 32), ("BLOCK_N", 32), ("BLOCK_K", 128))
+        out |= {
+            "no_mfma_scale": (
+                Case(
+                    **dot,
+                    label="planted:w4a4-as-bf16",
+                    constexprs=tile(32, 32, 64),
+                    num_warps=4,
+                    expect=("mfma_scale",),
+                    **common,
+                ),
+                "W4A4 without v_mfma_scale",
+            ),
+            "no_cvt_scalef32": (
+                Case(
+                    kernel="planted.soft_upcast",
+                    module="planted_kernels",
+                    fn="soft_upcast_kernel",
+                    label="planted",
+                    pointers=(("w_ptr", "*u8"), ("out_ptr", "*bf16")),
+                    ints=(),
+                    constexprs=(),
+                    num_warps=4,
+                    expect=("cvt_scalef32",),
+                    **common,
+                ),
+                "W4A16 without v_cvt_scalef32",
+            ),
+            "control_w4a4": (
+                Case(
+                    **scaled,
+                    label="control:e2m1",
+                    expect=("mfma_scale",),
+                    pointers=(
+                        ("a_ptr", "*u8"),
+                        ("as_ptr", "*u8"),
+                        ("w_ptr", "*u8"),
+                        ("ws_ptr", "*u8"),
+                        ("out_ptr", "*fp32"),
+                    ),
+                    ints=(),
+                    constexprs=(("A_FMT", "e2m1"), *blocks),
+                ),
+                None,
+            ),
+            "control_w4a16": (
+                Case(
+                    **scaled,
+                    label="control:bf16",
+                    expect=("cvt_scalef32",),
+                    pointers=(
+                        ("a_ptr", "*bf16"),
+                        ("as_ptr", "*u8"),
+                        ("w_ptr", "*u8"),
+                        ("ws_ptr", "*u8"),
+                        ("out_ptr", "*fp32"),
+                    ),
+                    ints=(),
+                    constexprs=(("A_FMT", "bf16"), *blocks),
+                ),
+                None,
+            ),
+        }
+    return out
 
 
-@pytest.mark.parametrize("arch", ["gfx950", "sm90"])
-def test_the_gate_catches_planted_faults(arch, tmp_path, monkeypatch):
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_the_gate_catches_planted_faults(arch, monkeypatch):
+    """Each planted kernel fails the gate with its own verdict; the controls pass. Compiles go
+    through the shared result cache (keyed by the planted source), so reruns cost seconds."""
     monkeypatch.syspath_prepend(str(PLANTED))
     planted = _planted(arch)
-    results = dict(
-        zip(planted, run_matrix(list(planted.values()), cache_dir=tmp_path), strict=True)
-    )
-    found = {name: violations(planted[name], rec) for name, rec in results.items()}
-    # A helper returning another type from a constexpr-if branch: the frontend's reason shows.
-    assert any("does not compile" in v and "Return type mismatch" in v for v in found["multi_type"])
-    assert any("spills" in v for v in found["spill"]), found["spill"]
-    assert any("1 B wide" in v for v in found["narrow"]), found["narrow"]
-    # Second run: every result comes from the cache.
-    again = run_matrix(list(planted.values()), cache_dir=tmp_path)
-    assert all(r["cached"] for r in again)
+    cases = [case for case, _ in planted.values()]
+    results = dict(zip(planted, run_matrix(cases), strict=True))
+    missed = []
+    for name, (case, phrase) in planted.items():
+        found = violations(case, results[name])
+        if phrase is None and found:
+            missed.append(f"control {name} fails: {found}")
+        elif phrase is not None and not any(phrase in v for v in found):
+            missed.append(f"{name}: no violation says {phrase!r}; got {found}")
+    assert not missed, f"{arch}:\n" + "\n".join(missed)
+
+
+def test_the_result_cache_answers_a_rerun(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(PLANTED))
+    case = _planted("sm90")["compile_error"][0]
+    first = run_matrix([case], cache_dir=tmp_path)
+    again = run_matrix([case], cache_dir=tmp_path)
+    assert not first[0]["cached"] and again[0]["cached"] and again[0]["error"] == first[0]["error"]
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -186,7 +323,7 @@ def test_stream_markers_cover_the_whole_statement(tmp_path):
 def test_the_ceiling_is_an_estimate_from_the_loop():
     from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
 
-    case = _planted("sm90")["narrow"]
+    case = _planted("sm90")["narrow_stream"][0]
     rec = {"isa": {"main_loop": {"instructions": 100}}}
     c = static_ceiling(case, rec)
     arch = ARCHS["sm90"]
@@ -195,7 +332,7 @@ def test_the_ceiling_is_an_estimate_from_the_loop():
     # No loop: the whole kernel is one iteration; nothing streamed: no ceiling.
     whole = static_ceiling(case, {"isa": {"main_loop": None, "instructions": 100}})
     assert whole == c
-    assert static_ceiling(_planted("sm90")["spill"], rec) is None
+    assert static_ceiling(_planted("sm90")["spill"][0], rec) is None
 
 
 TTGIR = "\n".join(

@@ -51,30 +51,83 @@ def test_plan_covers_glm_shapes_and_trims_to_budget():
     assert len(all_kept) == len(full) and not none
 
 
-@pytest.mark.timeout(240)
-def test_dry_run_writes_results(tmp_path):
-    env = {
+def _script_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
         **os.environ,
         "OUT": str(tmp_path),
         "GPU_CHECK_DRY_RUN": "1",
-        "GPU_CHECK_STEPS": "check",
         "PYTHON": sys.executable,
         "PYTHONPATH": f"{ROOT / 'python'}:{ROOT / 'sgl-kernel-rocm'}",
+        **extra,
     }
+
+
+@pytest.mark.parametrize("step_rc", [0, 1, 124])
+def test_script_exit_status_follows_its_steps(tmp_path, step_rc):
+    """A planted check step (PYTHON is a stub exiting with step_rc, as run.py does on a
+    correctness mismatch, or as a timeout reads): the script exits non-zero exactly when it
+    failed, and its summary names the step."""
+    stub = tmp_path / "python_stub"
+    stub.write_text(f'#!/usr/bin/env bash\necho stub "$@"\nexit {step_rc}\n')
+    stub.chmod(0o755)
+    env = _script_env(tmp_path / "out", PYTHON=str(stub), GPU_CHECK_STEPS="check")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert "stub benchmark/gpu_check/run.py" in log, log[-2000:]
+    if step_rc == 0:
+        assert proc.returncode == 0 and "all steps passed" in log, log[-2000:]
+    else:
+        status = "TIMEOUT" if step_rc == 124 else f"rc={step_rc}"
+        assert proc.returncode == 1, log[-2000:]
+        assert f"FAILED steps: check ({status})" in log, log[-2000:]
+
+
+def test_masked_ep_routing_matches_sglang_dispatch():
+    """The EP8 case maps global ids the way SGLang 0.5.23's StandardDispatcher does
+    (_map_topk_ids_to_local_experts over its local_expert_mapping), -1 kept."""
+    torch = pytest.importorskip("torch")
+    from sglang.srt.layers.moe.token_dispatcher.standard import _map_topk_ids_to_local_experts
+
+    sys.path.insert(0, str(ROOT / "benchmark" / "gpu_check"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "gpu_check_moe", ROOT / "benchmark" / "gpu_check" / "moe.py"
+        )
+        mo = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mo)
+    finally:
+        sys.path.remove(str(ROOT / "benchmark" / "gpu_check"))
+        sys.modules.pop("plan", None)
+    ids = torch.randint(-1, 256, (64, 8), dtype=torch.int32)
+    for rank in (0, 3, 7):
+        mapping = torch.full((256,), -1, dtype=torch.int32)
+        mapping[rank * 32 : (rank + 1) * 32] = torch.arange(32, dtype=torch.int32)
+        ours = mo.ep_local_ids(ids, rank, 32)
+        assert torch.equal(ours, _map_topk_ids_to_local_experts(ids, mapping).to(torch.int32))
+
+
+@pytest.mark.timeout(240)
+def test_dry_run_writes_results(tmp_path):
+    env = _script_env(tmp_path, GPU_CHECK_STEPS="check", GPU_CHECK_COMMIT="0123abc")
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
                           capture_output=True, text=True, timeout=230)  # fmt: skip
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     report = json.loads((tmp_path / "docs" / "results" / "gpu-check-cpu.json").read_text())
     assert report["dry_run"] and report["plan"]["kept"] == len(report["rows"])
+    # Every result names the code it ran on (the device copy has no .git: the env var wins).
+    assert report["commit"] == "0123abc" and report["commit_source"] == "$GPU_CHECK_COMMIT"
     kinds = {r["kind"]: r for r in report["rows"]}
-    for kind in ("check_moe", "check_mla", "check_dsa", "check_indexer", "moe", "mla", "dsa",
-                 "indexer"):  # fmt: skip
+    for kind in ("check_moe", "check_moe_ep", "check_mla", "check_dsa", "check_indexer", "moe",
+                 "moe_bf16", "mla", "dsa", "indexer"):  # fmt: skip
         assert kinds[kind]["status"] == "ok", kinds[kind]
     assert kinds["moe"]["us"] > 0 and kinds["mla"]["us"] > 0
-    # Without a bf16-weight MoE in the tree the rows say so instead of failing.
-    bf16 = kinds["moe_bf16"]["status"]
-    assert bf16 == "ok" or bf16.startswith("skipped: no bf16-weight MoE"), bf16
+    assert kinds["moe_bf16"]["impl"] == "fused_moe_bf16" and kinds["moe_bf16"]["us"] > 0
+    # EP8 with global ids: some tokens had no local expert, and their rows came back zero.
+    ep = kinds["check_moe_ep"]
+    assert 0 < ep["masked_tokens"] < ep["tokens"] and ep["masked_rows_zero"], ep
     md = (tmp_path / "docs" / "gpu-check-results.md").read_text()
     assert "DRY RUN" in md and "## Against issue 13's targets" in md and "| TP8 |" in md
+    assert "commit `0123abc`" in md
     assert (tmp_path / "gpu_check.log").exists()

@@ -32,13 +32,43 @@ peak. A ratio below 1 means the kernel is bound by its own instruction stream be
 """
 
 
-def write_doc(doc: Path, payload: dict[str, Any]) -> None:
-    store = doc.parent / "compile"
-    store.mkdir(parents=True, exist_ok=True)
-    version = payload["stamp"]["triton"]
-    (store / f"triton-{version}.json").write_text(json.dumps(payload, indent=1, default=str))
+# Facts of a run, not of the kernels: how long a compile took, whether the cache answered. Left
+# out of the stored JSON, so a clean clone's CI run reproduces the committed files byte for byte.
+VOLATILE = ("seconds", "cached")
+
+
+def _normal(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+def stable_payload(payload: dict[str, Any], previous: Path | None = None) -> dict[str, Any]:
+    """The payload as stored: volatile fields dropped; the stamp (date, host) of `previous` kept
+    when its rows are the same, so the date is when these results first appeared."""
+    rows = [
+        {**r, "result": {k: v for k, v in r["result"].items() if k not in VOLATILE}}
+        for r in payload["rows"]
+    ]
+    rows = _normal(rows)
+    stamp = payload["stamp"]
+    if previous is not None and previous.exists():
+        old = json.loads(previous.read_text())
+        if old.get("rows") == rows and old.get("stamp", {}).get("triton") == stamp["triton"]:
+            stamp = old["stamp"]
+    return {"stamp": stamp, "rows": rows}
+
+
+def render(store: Path) -> str:
+    """docs/kernels-compile.md from every triton-<version>.json in `store`, newest first."""
     sections = []
     for path in sorted(store.glob("triton-*.json"), reverse=True):
         data = json.loads(path.read_text())
         sections.append(report.markdown_section(data["rows"], data["stamp"]))
-    doc.write_text(INTRO + report.arch_table() + "\n\n" + "\n".join(sections))
+    return INTRO + report.arch_table() + "\n\n" + "\n".join(sections)
+
+
+def write_doc(doc: Path, payload: dict[str, Any]) -> None:
+    store = doc.parent / "compile"
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / f"triton-{payload['stamp']['triton']}.json"
+    path.write_text(json.dumps(stable_payload(payload, path), indent=1, default=str))
+    doc.write_text(render(store))

@@ -26,10 +26,14 @@ def multi_type_return_kernel(x_ptr, out_ptr, FLAG: tl.constexpr):
 
 
 @triton.jit
-def spilling_kernel(a_ptr, b_ptr, out_ptr, k_dim, M: tl.constexpr, N: tl.constexpr,
+def dot_loop_kernel(a_ptr, b_ptr, out_ptr, k_dim, M: tl.constexpr, N: tl.constexpr,
                     K: tl.constexpr):  # fmt: skip
-    # The fault: an M x N fp32 accumulator that lives across a K loop on one warp, far beyond
-    # its register file.
+    # A bf16 M x N x K dot over a K loop; the case's tile, warps and stages plant the fault:
+    # - spill: an M x N fp32 accumulator on one warp, far beyond its register file;
+    # - LDS/SMEM: many pipeline stages of wide A and B tiles, each stage buffered;
+    # - warp repetition: a 16 x 16 tile on 8 warps (each computes the same outputs);
+    # - no v_mfma_scale / v_cvt_scalef32 on gfx950: a plain bf16 MFMA where the path exists
+    #   for the scaled one.
     om = tl.arange(0, M)
     on = tl.arange(0, N)
     ok = tl.arange(0, K)
@@ -55,3 +59,48 @@ def narrow_stream_kernel(w_ptr, out_ptr, n, stride):
         )
         acc += tl.sum(q.to(tl.int32), axis=1)
     tl.store(out_ptr + rows, acc)
+
+
+@triton.jit
+def unmarked_stream_kernel(w_ptr, out_ptr, n, stride):
+    # The fault: the main loop's weight loads carry no `# stream:` marker (a refactor dropped it),
+    # so nothing can be said about their width.
+    rows = tl.arange(0, 64)
+    cols = tl.arange(0, 64)
+    acc = tl.zeros((64,), tl.int32)
+    for k0 in range(0, n, 64):
+        q = tl.load(w_ptr + rows[:, None] * stride + (k0 + cols)[None, :])
+        acc += tl.sum(q.to(tl.int32), axis=1)
+    tl.store(out_ptr + rows, acc)
+
+
+@triton.jit
+def soft_upcast_kernel(w_ptr, out_ptr):
+    # The fault (where the hardware FP4 upcast exists): E2M1 codes decoded with integer ops.
+    offs = tl.arange(0, 64)[:, None] * 32 + tl.arange(0, 32)[None, :]
+    q = tl.load(w_ptr + offs)
+    lo = (q & 7).to(tl.float32) * 0.5
+    hi = ((q >> 4) & 7).to(tl.float32) * 0.5
+    tl.store(out_ptr + offs, (lo + hi).to(tl.bfloat16))
+
+
+@triton.jit
+def scaled_dot_kernel(
+    a_ptr, as_ptr, w_ptr, ws_ptr, out_ptr,
+    A_FMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    # No fault: the control. One block-scaled tile, bf16 or e2m1 activations x e2m1 weights, so
+    # gfx950 emits v_mfma_scale (e2m1 x e2m1) or v_cvt_scalef32 (the bf16 x e2m1 upcast).
+    om = tl.arange(0, BLOCK_M)
+    on = tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K // 32)
+    if A_FMT == "e2m1":
+        a = tl.load(a_ptr + om[:, None] * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :])
+        a_scale = tl.load(as_ptr + om[:, None] * (BLOCK_K // 32) + ks[None, :])
+    else:
+        a = tl.load(a_ptr + om[:, None] * BLOCK_K + tl.arange(0, BLOCK_K)[None, :])
+        a_scale = None
+    wq = tl.load(w_ptr + on[:, None] * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :])
+    ws = tl.load(ws_ptr + on[:, None] * (BLOCK_K // 32) + ks[None, :])
+    acc = tl.dot_scaled(a, a_scale, A_FMT, tl.trans(wq), ws, "e2m1")
+    tl.store(out_ptr + om[:, None] * BLOCK_N + on[None, :], acc)

@@ -11,8 +11,9 @@ about 2 min of Triton compiles plus 1 min of running on an H200.
 
 CPU smoke mode, the default (part of `make test`): without SGLANG_MX_TEST_GPU the module drops
 the gpu marker and runs the same bodies on CPU tensors through the Triton interpreter (conftest
-sets TRITON_INTERPRET=1) at tiny shapes (~30-60 s on 2 cores), so a wrong API call or a broken
-test body shows up between GPU runs. SGLANG_MX_GPU_TESTS_ON_CPU=1 forces it even then.
+sets TRITON_INTERPRET=1) at tiny shapes (32 s of CPU on the 2-core box, 2026-12-01), so a wrong
+API call or a broken test body shows up between GPU runs. SGLANG_MX_GPU_TESTS_ON_CPU=1 forces it
+even then.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ class Efficiency:
     sched_per_req_us: float
     launch_graph_us: float
     launch_eager_us_per_layer: float
+    kernel_floor_us_per_layer: float = 0.0  # GPU time a layer takes however small the batch
     sources: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -47,7 +48,7 @@ def get_profile(name: str) -> Efficiency:
 
 
 def measured_fractions(gpu_check_json: str | Path) -> dict[str, float]:
-    """The memory fractions of 'sglang-mx-sm90-measured', re-derived from a gpu-check result."""
+    """The measured fields of 'sglang-mx-sm90-measured', re-derived from a gpu-check result."""
     d = json.loads(Path(gpu_check_json).read_text())
     scale = d["copy"]["median_gbps"] / H200_DATASHEET_GB_S
     rows = d["rows"]
@@ -56,8 +57,15 @@ def measured_fractions(gpu_check_json: str | Path) -> dict[str, float]:
         values = [r["frac_copy"] for r in rows if r.get("kind") == kind and pred(r)]
         return statistics.median(values) * scale
 
+    def one(kind: str, pred) -> float:
+        return next(r["us"] for r in rows if r.get("kind") == kind and pred(r))
+
+    floor = one("moe", lambda r: r["layout"] == "TP8" and r["tokens"] == 1) + one(
+        "dsa", lambda r: r["mode"] == "TP8" and r["batch"] == 1 and r["ctx"] == 20480
+    )
     return {
         "moe_mem": median("moe", lambda r: r["tokens"] <= 64),
         "attn_mem": median("dsa"),
         "dense_mem": median("moe_bf16"),
+        "kernel_floor_us_per_layer": floor,
     }

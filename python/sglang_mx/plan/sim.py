@@ -50,8 +50,9 @@ class SimResult:
     steps: list[StepRecord] = field(default_factory=list)
     retractions: int = 0
 
-    def request_results(self) -> list[RequestResult]:
-        """The same records `sglang-mx bench` measures, so bench's summarize() applies."""
+    def request_results(self, frontend_s: float = 0.0) -> list[RequestResult]:
+        """The same records `sglang-mx bench` measures, so bench's summarize() applies;
+        `frontend_s` (HTTP, tokenizer, detokenizer) is added once to TTFT and E2E."""
         out = []
         for r in self.requests:
             times = [r.first_token] + r.token_times[1:] if r.token_times else []
@@ -60,8 +61,8 @@ class SimResult:
                 RequestResult(
                     request_id=r.id,
                     start=r.start,
-                    ttft=r.first_token - r.start,
-                    e2e=r.finish - r.start,
+                    ttft=r.first_token - r.start + frontend_s,
+                    e2e=r.finish - r.start + frontend_s,
                     itl=itl,
                     prompt_tokens=r.input_len,
                     completion_tokens=r.out,

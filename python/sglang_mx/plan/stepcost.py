@@ -17,7 +17,7 @@ from sglang_mx.plan.efficiency import Efficiency
 from sglang_mx.plan.links import Link, all_gather_s, all_reduce_s, all_to_all_s
 
 ACT_BYTES = 2.0  # bf16 activations on the wire
-RESOURCES = ("compute", "hbm", "interconnect", "scheduler")
+RESOURCES = ("compute", "hbm", "interconnect", "scheduler", "kernel-latency")
 
 
 @dataclass
@@ -43,10 +43,17 @@ class StepTerms:
     hbm_s: float = 0.0
     interconnect_s: float = 0.0
     scheduler_s: float = 0.0
+    kernel_latency_s: float = 0.0  # the small-batch floor, when it exceeds compute and HBM
 
     @property
     def binding(self) -> str:
-        values = (self.compute_s, self.hbm_s, self.interconnect_s, self.scheduler_s)
+        values = (
+            self.compute_s,
+            self.hbm_s,
+            self.interconnect_s,
+            self.scheduler_s,
+            self.kernel_latency_s,
+        )
         terms = dict(zip(RESOURCES, values, strict=True))
         return max(terms, key=terms.get)
 
@@ -133,9 +140,11 @@ class RooflineStepCost:
         graph = self.cuda_graph and decode_only and requests <= self.cuda_graph_max_bs
         launch_s = (e.launch_graph_us if graph else e.launch_eager_us_per_layer * m.layers) * 1e-6
         cpu_s = (e.sched_base_us + e.sched_per_req_us * requests) * 1e-6
-        gpu_s = max(compute_s, hbm_s) + comm_s + launch_s
+        floor_s = e.kernel_floor_us_per_layer * m.layers * 1e-6
+        gpu_s = max(compute_s, hbm_s, floor_s) + comm_s + launch_s
         seconds = max(gpu_s, cpu_s) if self.overlap_schedule else gpu_s + cpu_s
-        return StepTerms(seconds, compute_s, hbm_s, comm_s, launch_s + cpu_s)
+        latency_s = floor_s if floor_s > max(compute_s, hbm_s) else 0.0
+        return StepTerms(seconds, compute_s, hbm_s, comm_s, launch_s + cpu_s, latency_s)
 
     # -- interconnect --------------------------------------------------------------------------
     def comm_seconds(self, rank_tokens: float, tokens: float) -> float:

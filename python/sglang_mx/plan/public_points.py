@@ -82,6 +82,8 @@ def _point(p: dict, gpus: int) -> dict:
         "tpot_p50_s": tpot["p50"],
         "tpot_p90_s": tpot["p90"],
         "goodput_output_tok_s": s["goodput_output_tok_s"],
+        # Little's law: requests in flight = completion rate x mean time in the system
+        "mean_concurrency": s["request_throughput"] * s["e2e_s"]["mean"],
         "output_tokens_per_usd": s["cost"]["output_tokens_per_usd"],
         "goodput_tokens_per_usd": s["goodput_output_tok_s"]
         * 3600
@@ -94,7 +96,7 @@ def _point(p: dict, gpus: int) -> dict:
 def case1(n: int) -> dict:
     """GLM-5.2 MXFP4, 8x MI355X, 20k/1k/60%: 2,626 output tok/s per node at ~2.4 req/s."""
     spec = get_preset("production-20k-1k-60").with_overrides(num_requests=n)
-    rates = [1.0, 2.0, 2.4, 3.0, 4.0, 5.0, 6.0]
+    rates = [1.0, 2.0, 2.4, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0]
     out = {"published": {"output_tok_s_per_node": 2626, "req_s": 2.4}, "sla": SLA.__dict__}
     for hw in ("MI355X", "B200"):
         sweeps = {}

@@ -11,8 +11,8 @@ import numpy as np
 from sglang_mx.bench.workload import LengthDist, WorkloadSpec
 from sglang_mx.plan.stepcost import LinearStepCost
 
-PREFILL_LENS = (32, 256)
-DECODE_BATCHES = (1, 4)
+PREFILL_LENS = (32, 128, 256)
+DECODE_BATCHES = (1, 2, 4)
 DECODE_PROMPT, DECODE_OUT = 32, 8
 
 
@@ -29,7 +29,7 @@ class Calibration:
             "frontend_s": self.frontend_s,
             "prefill_samples": self.prefill_samples,
             "decode_samples": self.decode_samples,
-            "model": "ITL = base + per_decode x batch; TTFT = frontend + base + per_token x L",
+            "model": "ITL = base + per_decode x batch; TTFT = base + prefill_base + per_token x L",
         }
 
 
@@ -64,8 +64,10 @@ def decode_spec(batch: int, seed: int) -> WorkloadSpec:
 
 
 def fit(prefill: list[tuple[int, float]], decode: list[tuple[int, float]]) -> Calibration:
-    """Least squares: decode ITL on batch size, then prefill TTFT on prompt length; the
-    prefill intercept above the decode step's base is the frontend latency."""
+    """Least squares: decode ITL on batch size, then prefill TTFT on prompt length. The
+    prefill intercept above the decode step's base is charged as a fixed cost of every step
+    that prefills (it occupies the server, as measured under CPU contention), not as a free
+    frontend delay; frontend_s stays 0."""
     b = np.array([x for x, _ in decode], dtype=float)
     itl = np.array([y for _, y in decode], dtype=float)
     per_decode, base = np.polyfit(b, itl, 1) if len(set(b)) > 1 else (0.0, float(itl.mean()))
@@ -79,5 +81,6 @@ def fit(prefill: list[tuple[int, float]], decode: list[tuple[int, float]]) -> Ca
         per_prefill_key_s=0.0,
         per_decode_s=max(float(per_decode), 0.0),
         per_decode_key_s=0.0,
+        prefill_base_s=max(float(intercept) - base, 0.0),
     )
-    return Calibration(cost, max(float(intercept) - base, 0.0), prefill, decode)
+    return Calibration(cost, 0.0, prefill, decode)

@@ -174,14 +174,16 @@ class RooflineStepCost:
 
 @dataclass(frozen=True)
 class LinearStepCost:
-    """seconds = base + per_prefill_token x extend + per_attn_key x (prefill keys) +
-    per_decode x decode seqs + per_decode_key x decode context; fitted by calibrate.py."""
+    """seconds = base (+ prefill_base when the step prefills) + per_prefill_token x extend +
+    per_attn_key x (prefill keys) + per_decode x decode seqs + per_decode_key x decode context;
+    fitted by calibrate.py."""
 
     base_s: float
     per_prefill_token_s: float
     per_prefill_key_s: float
     per_decode_s: float
     per_decode_key_s: float
+    prefill_base_s: float = 0.0  # extra fixed cost of a step that prefills
     spec: Speculative = Speculative()
 
     @staticmethod
@@ -206,5 +208,5 @@ class LinearStepCost:
                 + self.per_decode_s * f[2]
                 + self.per_decode_key_s * f[3]
             )
-        work = max(rank)
+        work = max(rank) + (self.prefill_base_s if any(w.prefill for w in works) else 0.0)
         return StepTerms(self.base_s + work, compute_s=work, scheduler_s=self.base_s)

@@ -172,7 +172,7 @@ def plot(result: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sglang_mx.plan.validate_cpu", description=__doc__)
     ap.add_argument("--url", help="use this running server instead of starting one")
-    ap.add_argument("--num-requests", type=int, default=10, help="requests per sweep point")
+    ap.add_argument("--num-requests", type=int, default=8, help="requests per sweep point")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     from sglang_mx.assets import bundled_model_path

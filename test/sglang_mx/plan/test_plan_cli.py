@@ -81,4 +81,5 @@ def test_calibration_fit_recovers_a_linear_step():
     assert cal.cost.base_s == pytest.approx(base)
     assert cal.cost.per_decode_s == pytest.approx(per_dec)
     assert cal.cost.per_prefill_token_s == pytest.approx(per_tok)
-    assert cal.frontend_s == pytest.approx(front)
+    assert cal.cost.prefill_base_s == pytest.approx(front)  # occupies the engine
+    assert cal.frontend_s == 0.0

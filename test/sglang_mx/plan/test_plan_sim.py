@@ -149,3 +149,12 @@ def test_request_too_large_for_the_pool_is_reported_not_hung():
     res = run(trace([("big", [("u", 5000)], 4, 0.0)]), cfg(max_total_tokens=1000))
     (r,) = res.request_results()
     assert not r.ok and math.isnan(r.e2e)
+
+
+def test_prefill_base_is_charged_only_on_prefill_steps():
+    from sglang_mx.plan.stepcost import LinearStepCost
+
+    cost = LinearStepCost(BASE, PER_TOKEN, 0.0, PER_DECODE, 0.0, prefill_base_s=0.5)
+    (r,) = run(trace([("a", [("u", 1000)], 3, 0.0)]), cost=cost).request_results()
+    assert r.ttft == pytest.approx(0.5 + BASE + 1000 * PER_TOKEN)
+    assert r.itl == pytest.approx([BASE + PER_DECODE] * 2)

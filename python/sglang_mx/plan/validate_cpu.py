@@ -252,13 +252,28 @@ def _validate(base_url: str, model_dir, args) -> int:
     plot(result, args.out.with_suffix(".png"))
     c = result["comparison"]
     print(json.dumps({k: v for k, v in c.items() if k != "rows"}, indent=1))
-    for r in c["rows"]:
-        print(
-            f"rate {r['rate']}: TTFT p50 err {r['ttft_s_p50_err']:+.0%} p90 "
-            f"{r['ttft_s_p90_err']:+.0%}; ITL p50 err {r['itl_s_p50_err']:+.0%} p90 "
-            f"{r['itl_s_p90_err']:+.0%}"
-        )
+    print(markdown(result))
     return 0
+
+
+def markdown(result: dict) -> str:
+    """The comparison as a markdown table (docs/planner.md quotes it)."""
+    c = result["comparison"]
+    lines = [
+        "| rate req/s | TTFT p50 pred / meas (err) | TTFT p90 pred / meas (err) | "
+        "ITL p50 pred / meas (err) | ITL p90 pred / meas (err) |",
+        "|---:|---|---|---|---|",
+    ]
+    for r in c["rows"]:
+        cells = [f"{r['rate']:.3g}"]
+        for m in ("ttft_s_p50", "ttft_s_p90", "itl_s_p50", "itl_s_p90"):
+            cells.append(f"{r[m + '_pred']:.2f} / {r[m + '_meas']:.2f} s ({r[m + '_err']:+.0%})")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(
+        f"\nknee (TTFT p95 = {c['slo_ttft_p95_s']:.1f} s): predicted {c['knee_rate_pred']:.3g}, "
+        f"measured {c['knee_rate_meas']:.3g} req/s, knee_rate_err {c['knee_rate_err']:+.0%}"
+    )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

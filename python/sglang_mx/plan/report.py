@@ -115,7 +115,35 @@ def plot(result: dict, outdir: Path) -> list[Path]:
     path = outdir / "plan_layouts.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [path]
+    return [path, _plot_binding(result, outdir, plt)]
+
+
+def _plot_binding(result: dict, outdir: Path, plt) -> Path:
+    """Share of busy time each resource bound, per layout and load (stacked bars)."""
+    sweeps = result["sweeps"]
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.5), squeeze=False)
+    names = sorted(
+        {k for sw in sweeps for p in sw["points"] for k in p["summary"]["binding_share"]}
+    )
+    for ax, sw in zip(axes[0], sweeps, strict=True):
+        xs = [str(p["x"]) for p in sw["points"]]
+        bottom = [0.0] * len(xs)
+        for name in names:
+            vals = [p["summary"]["binding_share"].get(name, 0.0) for p in sw["points"]]
+            ax.bar(xs, vals, bottom=bottom, label=name)
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+        ax.set_title(sw["layout"], fontsize=8)
+        ax.set_xlabel(sw["kind"])
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("share of busy time")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(
+        f"binding resource (simulated), {result['gpus']}x {result['hardware']}", fontsize=8
+    )
+    path = outdir / "plan_binding.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:

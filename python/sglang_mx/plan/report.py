@@ -71,7 +71,8 @@ def markdown(result: dict) -> str:
         k = sw.get("knee_rate")
         lines += [
             "",
-            f"Knee (TTFT p95 = SLA): {_fmt(k)} {sw['kind']}; roofline "
+            f"Knee ({sw['kind']} where TTFT p95 reaches the SLA; the last point if it never "
+            f"does): {_fmt(k)}; roofline "
             f"{_fmt(sw['roofline']['output_tok_s'])} out tok/s ({sw['roofline']['bound']}).",
         ]
     best = result.get("best")

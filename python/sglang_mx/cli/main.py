@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "keys": "sglang_mx.provider.keys_cli",
     "bench": "sglang_mx.bench.cli",
     "roofline": "sglang_mx.bench.roofline_cli",
+    "plan": "sglang_mx.plan.cli",
 }
 
 

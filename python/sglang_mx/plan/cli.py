@@ -1,0 +1,206 @@
+"""`sglang-mx plan`: simulate SGLang 0.5.23 serving a model on a node layout over request rates
+(or concurrencies); prints TTFT / ITL / E2E, throughput, goodput at the SLA, tok/s per GPU and
+$/M tokens per point, the knee and the binding resource, beside the roofline limit."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+_SHORT = re.compile(r"^(\d+(?:\.\d+)?)k-(\d+(?:\.\d+)?)k-(\d+)$")
+
+
+def parse_workload(text: str, num_requests: int | None, seed: int | None):
+    """A bench preset name, or IN-OUT-HIT shorthand like 20k-1k-60 (20000 in, 1000 out, 60%
+    of prompt tokens cached; the production preset's shared-prefix shape)."""
+    from sglang_mx.bench.workload import PRESETS, LengthDist, get_preset
+
+    m = _SHORT.match(text.strip().lower())
+    if m:
+        spec = get_preset("production-20k-1k-60").with_overrides(
+            name=text,
+            input_len=LengthDist("fixed", round(float(m[1]) * 1000)),
+            output_len=LengthDist("fixed", round(float(m[2]) * 1000)),
+            hit_rate=int(m[3]) / 100,
+        )
+    elif text in PRESETS:
+        spec = get_preset(text)
+    else:
+        raise ValueError(
+            f"workload {text!r}: use a preset ({', '.join(PRESETS)}) or IN-OUT-HIT like 20k-1k-60"
+        )
+    return spec.with_overrides(num_requests=num_requests, seed=seed)
+
+
+def _floats(text: str | None, name: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--{name} {text!r}: comma-separated numbers, e.g. 1,2,2.4") from None
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"--{name} {text!r}: values must be > 0")
+    return values
+
+
+def build_deployment(args, layout):
+    from sglang_mx.bench.hardware import get_hardware
+    from sglang_mx.bench.modelspec import load_model
+    from sglang_mx.bench.roofline import Precision
+    from sglang_mx.plan.efficiency import get_profile
+    from sglang_mx.plan.links import get_link, link_for
+    from sglang_mx.plan.planner import Deployment
+    from sglang_mx.plan.stepcost import Speculative
+
+    hw = get_hardware(args.hardware)
+    prec = Precision(
+        expert_bits=args.expert_bits,
+        dense_bytes=DTYPE_BYTES[args.dense_dtype],
+        kv_bytes=DTYPE_BYTES[args.kv_dtype],
+        expert_dtype=args.expert_dtype,
+        dense_dtype=args.dense_dtype,
+        attn_dtype=args.dense_dtype,
+    )
+    link = (
+        None
+        if args.link == "none"
+        else (link_for(hw.name) if args.link == "auto" else get_link(args.link))
+    )
+    sched = {
+        "chunked_prefill_size": args.chunked_prefill_size,
+        "max_running_requests": args.max_running_requests,
+        "schedule_policy": args.schedule_policy,
+        "page_size": args.page_size,
+        "enable_mixed_chunk": args.enable_mixed_chunk or None,
+        "disable_radix_cache": args.disable_radix_cache or None,
+        "cuda_graph": False if args.disable_cuda_graph else None,
+        "overlap_schedule": False if args.disable_overlap_schedule else None,
+    }
+    return Deployment(
+        load_model(args.model),
+        hw,
+        layout,
+        prec,
+        get_profile(args.efficiency),
+        link,
+        {k: v for k, v in sched.items() if v is not None},
+        Speculative(args.mtp_draft, args.mtp_accepted),
+        args.reserve,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sglang_mx.bench.metrics import Slo
+    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.plan.knee import knee_rate
+    from sglang_mx.plan.layouts import parse_plan_layout
+    from sglang_mx.plan.planner import plan_sweep
+    from sglang_mx.plan.report import markdown, write_report
+
+    try:
+        rates, concs = _floats(args.rates, "rates"), _floats(args.concurrencies, "concurrencies")
+        if bool(rates) == bool(concs):
+            raise ValueError("give exactly one of --rates or --concurrencies")
+        if args.mtp_accepted > args.mtp_draft:
+            raise ValueError("--mtp-accepted cannot exceed --mtp-draft")
+        spec = parse_workload(args.workload, args.num_requests, args.seed)
+        layouts = [parse_plan_layout(x) for x in args.layout.split(",")]
+        for lay in layouts:
+            if lay.gpus != args.gpus:
+                raise ValueError(f"layout {lay.name} uses {lay.gpus} GPUs, not --gpus {args.gpus}")
+        deps = [build_deployment(args, lay) for lay in layouts]
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        print(f"sglang-mx plan: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    kind, values = ("rate", rates) if rates else ("concurrency", concs)
+    slo = Slo(ttft_p95_s=args.slo, ttft_s=args.slo, tpot_s=args.tpot_slo)
+    sweeps = []
+    for dep in deps:
+        sw = plan_sweep(dep, spec, kind, values, slo)
+        sw["knee_rate"] = knee_rate(sw["points"], args.slo)
+        sweeps.append(sw)
+    dep = deps[0]
+    result = {
+        "stamp": stamp(f"{args.gpus}x {dep.hw.name} (simulated)", vars(args) | {"func": None}),
+        "model": dep.model.name,
+        "hardware": dep.hw.name,
+        "gpus": args.gpus,
+        "efficiency": args.efficiency,
+        "efficiency_sources": dep.eff.sources,
+        "link": dep.link.name if dep.link else "none",
+        "link_source": dep.link.source if dep.link else "not charged",
+        "slo": {"ttft_p95_s": args.slo, "tpot_s": args.tpot_slo},
+        "workload": spec.to_dict(),
+        "sweeps": sweeps,
+        "best": best_at_sla(sweeps),
+    }
+    if args.out:
+        write_report(result, args.out, plots=not args.no_plots)
+    print(markdown(result))
+    return 0
+
+
+def best_at_sla(sweeps: list[dict]) -> dict | None:
+    """The (layout, load) with most goodput output tok/s among points meeting the SLA."""
+    best = None
+    for sw in sweeps:
+        for p in sw["points"]:
+            s = p["summary"]
+            if s["errors"] or s["ttft_s"]["p95"] > sw["slo"]:
+                continue
+            if best is None or s["goodput_output_tok_s"] > best["goodput_output_tok_s"]:
+                best = {
+                    "layout": sw["layout"],
+                    "x": p["x"],
+                    "goodput_output_tok_s": s["goodput_output_tok_s"],
+                    "output_tokens_per_usd": s["cost"]["output_tokens_per_usd"],
+                }
+    return best
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan", help="simulate SGLang serving a model on a layout: latency, throughput, $/token"
+    )
+    p.add_argument("--model", default="glm-5.2", help="glm-5.2, a config.json or a model dir")
+    p.add_argument("--hardware", default="MI355X", help="MI355X | MI300X | B200 | H200")
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument(
+        "--layout",
+        default="tp8,tp8-dpattn8",
+        help="comma-separated: tp8, tp4xdp2, tp8-dpattn8, tp4-ep, pd:tp4+tp4",
+    )
+    p.add_argument("--workload", default="20k-1k-60", help="IN-OUT-HIT (20k-1k-60) or a preset")
+    p.add_argument("--num-requests", type=int, help="requests per point (default: preset's)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--rates", help="comma-separated requests/s")
+    p.add_argument("--concurrencies", help="comma-separated in-flight requests (closed loop)")
+    p.add_argument("--slo", type=float, default=5.0, help="TTFT p95 SLA in seconds")
+    p.add_argument("--tpot-slo", type=float, help="per-request TPOT limit (s) for goodput")
+    p.add_argument(
+        "--efficiency",
+        default="production-assumed",
+        help="sglang-mx-sm90-measured | production-assumed | ideal",
+    )
+    p.add_argument("--link", default="auto", help="auto (by hardware), none, or a links.json key")
+    p.add_argument("--expert-bits", type=float, default=4.25, help="4.25 = MXFP4 with scales")
+    p.add_argument("--expert-dtype", default="fp4", choices=("fp4", "fp8", "bf16"))
+    p.add_argument("--dense-dtype", default="bf16", choices=tuple(DTYPE_BYTES))
+    p.add_argument("--kv-dtype", default="fp8", choices=tuple(DTYPE_BYTES))
+    p.add_argument("--reserve", type=float, default=0.10, help="HBM share kept for activations")
+    p.add_argument("--chunked-prefill-size", type=int, help="default: SGLang's for the GPU")
+    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--schedule-policy", choices=("lpm", "fcfs"))
+    p.add_argument("--page-size", type=int)
+    p.add_argument("--enable-mixed-chunk", action="store_true")
+    p.add_argument("--disable-radix-cache", action="store_true")
+    p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--disable-overlap-schedule", action="store_true")
+    p.add_argument("--mtp-draft", type=int, default=0, help="MTP draft tokens per step")
+    p.add_argument("--mtp-accepted", type=float, default=0.0, help="mean accepted drafts")
+    p.add_argument("-o", "--out", help="write plan.json, plan.md and plots here")
+    p.add_argument("--no-plots", action="store_true")
+    p.set_defaults(func=_run)

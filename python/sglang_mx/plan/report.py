@@ -1,0 +1,173 @@
+"""Plan reports: a markdown table per layout, the knee and the binding resource, JSON, and
+plots (bench's throughput / TTFT / per-GPU-vs-per-user plots per layout, plus one plot of TTFT
+p95 against rate over all layouts with the roofline as the limit line)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from sglang_mx.bench.compare import _fmt
+
+
+def _row(x: float, s: dict, gpus: int) -> list[str]:
+    share = s.get("binding_share") or {}
+    binding = max(share, key=share.get) if share else "-"
+    return [
+        _fmt(float(x)),
+        _fmt(s["output_tok_s"]),
+        _fmt(s["total_tok_s"]),
+        _fmt(s["total_tok_s"] / gpus),
+        _fmt(s["ttft_s"]["p50"]),
+        _fmt(s["ttft_s"]["p95"]),
+        _fmt(s["itl_s"]["p50"] * 1e3),
+        _fmt(s["itl_s"]["p90"] * 1e3),
+        _fmt(s["e2e_s"]["p50"]),
+        _fmt(s["goodput_output_tok_s"]),
+        _fmt(s["cost"]["usd_per_m_output"]),
+        f"{binding} {share.get(binding, 0):.0%}" if share else "-",
+        _fmt(s.get("roofline_output_tok_s", math.nan)),
+    ]
+
+
+HEAD = (
+    "x",
+    "out tok/s",
+    "total tok/s",
+    "total tok/s/GPU",
+    "TTFT p50 s",
+    "TTFT p95 s",
+    "ITL p50 ms",
+    "ITL p90 ms",
+    "E2E p50 s",
+    "goodput out tok/s",
+    "$/M out",
+    "binding",
+    "roofline out tok/s",
+)
+
+
+def markdown(result: dict) -> str:
+    st = result["stamp"]
+    lines = [
+        f"# Plan: {result['model']} on {result['gpus']}x {result['hardware']}",
+        "",
+        f"- date: {st['date']}; planner host: {st['client_host']}",
+        f"- versions: {', '.join(f'{k} {v}' for k, v in st['versions'].items())}",
+        f"- efficiency: {result['efficiency']}; link: {result['link']}",
+        f"- SLA: TTFT p95 <= {result['slo']['ttft_p95_s']} s"
+        + (f", TPOT <= {result['slo']['tpot_s']} s" if result["slo"].get("tpot_s") else ""),
+        f"- workload: `{json.dumps(result['workload'], sort_keys=True)}`",
+        "",
+        "Simulated (SGLang 0.5.23 scheduler model), not measured.",
+    ]
+    for sw in result["sweeps"]:
+        gpus = result["gpus"]
+        lines += ["", f"## {sw['layout']}", ""]
+        lines += ["| " + " | ".join(HEAD).replace("x", sw["kind"], 1) + " |"]
+        lines += ["|" + "---:|" * len(HEAD)]
+        lines += ["| " + " | ".join(_row(p["x"], p["summary"], gpus)) + " |" for p in sw["points"]]
+        k = sw.get("knee_rate")
+        lines += [
+            "",
+            f"Knee ({sw['kind']} where TTFT p95 reaches the SLA; the last point if it never "
+            f"does): {_fmt(k)}; roofline "
+            f"{_fmt(sw['roofline']['output_tok_s'])} out tok/s ({sw['roofline']['bound']}).",
+        ]
+    best = result.get("best")
+    if best:
+        lines += [
+            "",
+            f"Best layout at the SLA: **{best['layout']}** at {best['x']} "
+            f"({_fmt(best['goodput_output_tok_s'])} goodput out tok/s, "
+            f"{_fmt(best['output_tokens_per_usd'])} out tokens per $).",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, outdir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    for sw in result["sweeps"]:
+        xs = [float(p["x"]) for p in sw["points"]]
+        a1.plot(xs, [p["summary"]["ttft_s"]["p95"] for p in sw["points"]], "o-", label=sw["layout"])
+        line = a2.plot(
+            xs, [p["summary"]["output_tok_s"] for p in sw["points"]], "o-", label=sw["layout"]
+        )
+        a2.axhline(sw["roofline"]["output_tok_s"], color=line[0].get_color(), ls=":", lw=0.8)
+    a1.axhline(result["slo"]["ttft_p95_s"], color="red", ls=":", lw=0.8, label="SLA")
+    a1.set_yscale("log")
+    a1.set_ylabel("TTFT p95 (s)")
+    a2.set_ylabel("output tok/s (dotted: roofline)")
+    for ax in (a1, a2):
+        ax.set_xlabel(result["sweeps"][0]["kind"])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(
+        f"plan: {result['model']} on {result['gpus']}x {result['hardware']} "
+        f"({result['efficiency']}), simulated {result['stamp']['date'][:10]}",
+        fontsize=8,
+    )
+    path = outdir / "plan_layouts.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path, _plot_binding(result, outdir, plt)]
+
+
+def _plot_binding(result: dict, outdir: Path, plt) -> Path:
+    """Share of busy time each resource bound, per layout and load (stacked bars)."""
+    sweeps = result["sweeps"]
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.5), squeeze=False)
+    names = sorted(
+        {k for sw in sweeps for p in sw["points"] for k in p["summary"]["binding_share"]}
+    )
+    for ax, sw in zip(axes[0], sweeps, strict=True):
+        xs = [str(p["x"]) for p in sw["points"]]
+        bottom = [0.0] * len(xs)
+        for name in names:
+            vals = [p["summary"]["binding_share"].get(name, 0.0) for p in sw["points"]]
+            ax.bar(xs, vals, bottom=bottom, label=name)
+            bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+        ax.set_title(sw["layout"], fontsize=8)
+        ax.set_xlabel(sw["kind"])
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("share of busy time")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(
+        f"binding resource (simulated), {result['gpus']}x {result['hardware']}", fontsize=8
+    )
+    path = outdir / "plan_binding.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+    from sglang_mx.bench.report import plot as bench_plot
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": outdir / "plan.json", "markdown": outdir / "plan.md"}
+    paths["json"].write_text(json.dumps(result, indent=1, default=str))
+    paths["markdown"].write_text(markdown(result))
+    if plots:
+        for p in plot(result, outdir):
+            paths[p.stem] = p
+        for sw in result["sweeps"]:
+            sub = outdir / sw["layout"].replace(":", "_").replace("+", "_")
+            sub.mkdir(exist_ok=True)
+            hw = f"{result['gpus']}x {result['hardware']} {sw['layout']} (simulated)"
+            shaped = {
+                "stamp": {**result["stamp"], "hardware": hw},
+                "workload": result["workload"],
+                "sweep": sw,
+                "gpus": result["gpus"],
+            }
+            for p in bench_plot(shaped, sub):
+                paths[f"{sw['layout']}/{p.stem}"] = p
+    return paths

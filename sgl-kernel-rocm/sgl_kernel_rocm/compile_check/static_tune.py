@@ -68,7 +68,7 @@ def moe_cases_for(arch: str, cfg: dict, act: str, shape=GLM_LAYOUTS["TP8"]) -> l
     # Unpack and W4A16 dot_scaled: ranked on the variant the plugin's load-time layout selects
     # (one-multiply upcast / fast_math); the shipped table is gated on both (moe_cases).
     fast = path == "unpack" or act == "none"
-    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", fast)
+    return C.moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", fast)
 
 
 def evaluate(groups: dict[str, list[C.Case]], jobs: int | None = None, progress=None):
@@ -257,15 +257,15 @@ def attention_candidates(op: str = "decode_gqa") -> list[dict[str, int]]:
 
 def _mla_cases_for(op: str, arch: str, cfg: dict) -> list[C.Case]:
     """The candidate at every GLM-5.2 head count per rank, bf16 and FP8 latent; stream bytes
-    are the unique latent bytes (C._mla_case divides by the head blocks that re-read them)."""
+    are the unique latent bytes (C.mla_case divides by the head blocks that re-read them)."""
     from sgl_kernel_rocm.attention.mla_decode import mla_block_h
 
     out = []
     for heads in C.MLA_HEADS:
         for kv in ("bf16", "fp8"):
-            kv_t, kv_b = C._kv(arch, kv)
+            kv_t, kv_b = C.kv_type(arch, kv)
             block_h = mla_block_h(cfg, heads)
-            out.append(C._mla_case(arch, op, op == "decode_dsa", cfg, heads, block_h, kv, kv_t,
+            out.append(C.mla_case(arch, op, op == "decode_dsa", cfg, heads, block_h, kv, kv_t,
                                    kv_b, cfg["BLOCK_N"]))  # fmt: skip
     return out
 

@@ -110,16 +110,18 @@ def compare(rows: list[dict[str, Any]], arch: str) -> dict[str, Any]:
     return out
 
 
-def write(arch: str) -> Path:
-    """Predict every timed case of the full plan for `arch` (compiles, CPU only) and save."""
+def write(arch: str, triton_dir: Path | None) -> Path:
+    """Predict every timed case of the full plan for `arch` (compiles, CPU only) and save;
+    `triton_dir`: compile with the Triton installed there (the GPU's version), not ours."""
     import subprocess
 
     import plan as P
+    from sgl_kernel_rocm.compile_check.build import triton_version
     from sgl_kernel_rocm.compile_check.costmodel.predict import predict_rows
 
     cases = [c for c in P.build_plan() if c.kind in TIMED]
     rows = [{"kind": c.kind, **c.params, "case": c.name} for c in cases]
-    preds = predict_rows(rows, arch)
+    preds = predict_rows(rows, arch, triton_dir=triton_dir)
     out: dict[str, dict] = {}
     for p in preds:
         what = p["what"].split(":")[0]
@@ -127,14 +129,12 @@ def write(arch: str) -> Path:
                                                       "frac_copy": p["frac_copy"]}  # fmt: skip
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
-    import triton
-
     data = {
         "what": "cost-model predictions per GPU-check row (compile_check/costmodel)",
         "arch": arch,
         "date": datetime.date.today().isoformat(),
         "commit": commit or "unknown",
-        "triton": triton.__version__,
+        "triton": triton_version(triton_dir),
         "inputs_hash": inputs_hash(arch),
         "rows": out,
     }
@@ -147,10 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--write", action="store_true", help="predict and write predicted-ARCH.json")
     p.add_argument("--arch", default="sm90")
+    default = next((d for d in (REPO / ".triton" / "3.6.0", Path("/work/main/.triton/3.6.0"))
+                    if d.exists()), None)  # fmt: skip
+    p.add_argument("--triton-dir", type=Path, default=default,
+                   help="compile with this Triton (default .triton/3.6.0: the H200's version)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))
     if args.write:
-        print(f"wrote {write(args.arch)}")
+        print(f"wrote {write(args.arch, args.triton_dir)}")
     import plan as P
 
     print_plan([c for c in P.build_plan() if c.kind in TIMED], args.arch)

@@ -3,7 +3,7 @@
 Every global load is attributed to the source line it came from (`.loc` in amdgcn, nvdisasm's
 line info), so a load can be matched to the `# stream: NAME` marker on the `tl.load` line of the
 kernel source. The main loop is the backward branch whose body holds the most stream loads; its
-instruction count feeds the static issue-bound ceiling (ceiling.py).
+mnemonic counts feed the cost model's issue and pipe bounds (costmodel/).
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ import json
 
 from sgl_kernel_rocm.compile_check.cases.base import Case, build, table_configs
 
+SM90_DOT_SCALED_MEASURED = (
+    ((256, 6144, 256), {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4,
+                        "num_stages": 1}),
+    ((32, 6144, 2048), {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4,
+                        "num_stages": 1}),
+)  # fmt: skip
 _MOE_DEFAULT_SHAPE = (128, 4096, 1536)  # a shape no table names: what DEFAULT serves
 
 
@@ -44,6 +50,14 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
             both = path == "unpack" or act == "none"
             for fast in (True, False) if both else (False,):
                 out += moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
+    # Hopper's dot_scaled W4A16 (a software upcast Triton emits; not what sm90 launches) at the
+    # tiles the H200 measured it with, where it beat the unpack path (docs/kernels-moe.md), so
+    # the cost model can rank the two paths on compiled code.
+    if table is None and arch == "sm90":
+        for (experts, hidden, inter), cfg in SM90_DOT_SCALED_MEASURED:
+            key = f"E{experts}_H{hidden}_I{inter}_a16"
+            for fast in (True, False):
+                out += moe_pair(arch, cfg, experts, hidden, inter, "none", "dot_scaled", key, fast)
     # The bf16-weight baseline (moe/bf16.py) on the tile it launches with (not part of a
     # candidate MXFP4 table's check).
     if table is None:

@@ -2,12 +2,14 @@
 launched (compile cases at the configs and code paths that ran) with their launch grids, and
 the measured time.
 
-The rows ran at commit RUN_COMMIT under Triton 3.6.0. Since then the MoE GEMM kernels changed
-only in formatting, MLA/DSA decode and the split merge not at all (checked here: the kernels'
-ASTs at RUN_COMMIT equal today's), so today's sources compile to the code that ran. The MoE
-table did change: the configs the rows used are read from RUN_COMMIT's table (git show). The
-DSA indexer and the alignment kernel changed since; their rows are not points (the alignment's
-measured time is carried as a known addend of the whole-MoE rows, not predicted).
+The rows ran at commit RUN_COMMIT under Triton 3.6.0, the GPU check and the sweep without the
+load-time weight layout (benchmark/gpu_check/moe.py passed none then). Since then the MoE GEMM
+kernels changed only in formatting, MLA/DSA decode and the split merge not at all (checked
+here: the kernels' ASTs at RUN_COMMIT equal today's), so today's sources compile to the code
+that ran. The MoE table did change: the configs the rows used are read from RUN_COMMIT's table
+(git show). The DSA indexer and the alignment kernel changed since; their rows are not points
+(the alignment's measured time is carried as a known addend of the whole-MoE rows, not
+predicted).
 
 Building needs git and a compile of every case (cached); the result is committed as
 docs/results/cost-model/points-sm90.json, so a refit needs neither.
@@ -89,10 +91,13 @@ def row_kernels(
     moe_table: dict | None,
     arch: str = "sm90",
     cases: dict[str, C.Case] | None = None,
+    prepared: bool = True,
 ) -> list[tuple[str, list[dict]]]:
     """The launches one GPU-check / sweep row makes: [(what, [kernel, ...]), ...] where `what`
     names the timed unit ("moe.gate_up", "moe.down", "moe", "attn.mla", ...). MoE configs come
-    from `moe_table` (None: today's resolver); `cases` collects the compile cases."""
+    from `moe_table` (None: today's resolver); `cases` collects the compile cases. `prepared`:
+    the MoE weights carry the load-time layout (today's GPU check and serving), unless the row
+    names its layout."""
     from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
     from sgl_kernel_rocm.attention.mla_decode import mla_block_h
     from sgl_kernel_rocm.moe.config import heuristic_config, resolve_config
@@ -115,7 +120,8 @@ def row_kernels(
             path, fast, w16 = "bf16", False, True
         else:
             path = r.get("path") or "unpack"
-            fast = r.get("weight_layout", "prepared") != "None"
+            # Rows name the load-time layout they ran with, else `prepared` says.
+            fast = r.get("weight_layout", "prepared" if prepared else "None") != "None"
             w16 = False
         gate, down = _moe_cases(cfg, shape, path, fast, w16, arch)
         cases.update({gate.key: gate, down.key: down})
@@ -169,7 +175,9 @@ def build() -> tuple[list[dict], list[C.Case]]:
                 r = {"kind": "moe", **r}
             elif r["kind"] not in ("moe", "moe_bf16", "mla", "dsa"):
                 continue
-            units = row_kernels(r, table, "sm90", cases)
+            # At RUN_COMMIT the GPU check and the sweep passed no load-time layout (full scale
+            # range); the variants rows name theirs.
+            units = row_kernels(r, table, "sm90", cases, prepared=False)
             if r["kind"].startswith("moe"):
                 shape = f"moe:{r['layout']}:T{r['tokens']}"
                 k0 = units[0][1][0]["key"].split("|")

@@ -51,10 +51,10 @@ def test_committed_calibration_is_what_a_refit_gives(result):
     assert committed["fit"] == result["fit"] == model.PERF["fit"]
 
 
-@pytest.mark.parametrize("term", ["issue", "memory"])
+@pytest.mark.parametrize("term", ["issue", "latency", "spill"])
 def test_a_model_without_a_bound_fails(data, term):
-    """Planted: the issue-port bound (the pipe every instruction passes) or the memory bound
-    removed, the refit model breaks the held-out bounds."""
+    """Planted: with the issue-port bound (the pipe every instruction passes), the latency bound
+    or the spill term removed, the refit model breaks the held-out bounds."""
     assert K.passes(K.evaluate(data, drop_term=term))
 
 

@@ -3,8 +3,9 @@ sgl_kernel_rocm/configs/<op>/<arch>.json with "source": "static" (no GPU needed)
 
 Each candidate tile (BLOCK_N, num_warps, num_stages) is compiled for the arch at GLM shapes (GQA
 with 12 query heads per KV head; MLA/DSA 8 and 64 heads x 512 + 64; the DSA indexer), bf16 and
-FP8 KV; the pick passes the compile gate with the best static ceiling
-(sgl_kernel_rocm/compile_check/static_tune.py). Split planning keeps its derived rule.
+FP8 KV; the pick passes the compile gate with the least time the cost model predicts at batch
+32, 20k context (sgl_kernel_rocm/compile_check/static_tune.py, compile_check/costmodel).
+Split planning keeps its derived rule.
 
   python scripts/tune_attention.py --static gfx950 [--static sm90 ...] [--op decode_mla ...]
 """

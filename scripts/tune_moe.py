@@ -5,7 +5,8 @@ Three modes:
                   write a "measured" table for its arch id.
   --static ARCH   write a "static" table for ARCH (gfx950, gfx942, sm90, sm100) chosen from compiler
                   data: candidates compiled with triton.compile for ARCH on this CPU box, the gate
-                  applied, the best static ceiling x grid fill kept (compile_check/static_tune.py).
+                  applied, the least time the cost model predicts at each bucket's launch grid
+                  kept (compile_check/static_tune.py, compile_check/costmodel).
   (no GPU)        --quick smoke run through the Triton interpreter on a toy shape; the timings
                   mean nothing, so the table goes to --out only, never into the package.
 

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for c in dropped:
         print(f"  dropped (budget): {c.name}")
+    import predict as PR  # cost-model predictions per row, before the run
+
+    PR.print_plan(kept)
     if args.plan_only:
         return 0
 
@@ -124,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         **PV.stamp(),
         "rows": rows,
     }
+    report["vs_predicted"] = PR.compare(rows, arch)  # measured / predicted per row + median
     _write(report, args.out, args.docs, arch)
     bad = [r for r in rows if r["kind"].startswith("check") and r.get("status") != "ok"]
     print(f"done in {report['elapsed_s']}s; {len(bad)} correctness case(s) not ok")

@@ -39,9 +39,9 @@ def test_tables_are_valid_and_say_where_they_come_from(arch):
             assert cfg["num_warps"] in (4, 8) and 1 <= cfg["num_stages"] <= 4
 
 
-def test_static_pick_prefers_what_the_grid_can_stream():
-    """The static tuner keeps candidates that pass the gate and ranks them by
-    min(ceiling, HBM peak) x grid fill, then ceiling, then fewer warps/stages."""
+def test_static_pick_takes_the_least_predicted_time():
+    """The static tuner keeps candidates that pass the gate and ranks them by the cost model's
+    predicted time, ties to fewer warps, then fewer stages."""
     from sgl_kernel_rocm.compile_check.static_tune import _name, moe_block_m, pick
 
     def cfg(bn, warps=4, stages=1):
@@ -50,16 +50,17 @@ def test_static_pick_prefers_what_the_grid_can_stream():
 
     small, big, bad, twin = cfg(64), cfg(256), cfg(128), cfg(64, warps=8)
     scores = {
-        _name(small): (True, 20.0, []),
-        _name(big): (True, 40.0, []),
-        _name(bad): (False, 99.0, ["spills"]),
-        _name(twin): (True, 20.0, []),
+        _name(small): (True, [], []),
+        _name(big): (True, [], []),
+        _name(bad): (False, [], ["spills"]),
+        _name(twin): (True, [], []),
     }
-    # gfx950 HBM is 8 TB/s: both pass it, so grid fill decides; a failing candidate never wins.
-    fill = {64: 1.0, 256: 0.25, 128: 1.0}
-    assert pick("gfx950", [small, big, bad, twin], scores, lambda c: fill[c["BLOCK_N"]]) == small
-    assert pick("gfx950", [small, big, bad], scores, lambda c: 1.0) == big  # ceiling breaks ties
-    assert pick("gfx950", [bad], scores, lambda c: 1.0) is None
+    predicted = {64: 10.0, 256: 20.0, 128: 1.0}  # the failing candidate would be fastest
+    cost = lambda c: predicted[c["BLOCK_N"]]  # noqa: E731
+    assert pick("gfx950", [small, big, bad, twin], scores, cost) == small  # fewer warps wins
+    assert pick("gfx950", [big, bad, twin], scores, cost) == twin
+    assert pick("gfx950", [big, bad], scores, cost) == big
+    assert pick("gfx950", [bad], scores, cost) is None
     # M tile: expected slots per expert, clamped to [16, 128].
     assert moe_block_m(1, 256) == 16 and moe_block_m(1024, 256) == 32
     assert moe_block_m(4096, 256) == 128 and moe_block_m(64, 32) == 16

@@ -31,7 +31,15 @@ def main(argv: list[str] | None = None) -> int:
         "triton-<version>.json) and regenerate DOC from every recorded version",
     )
     p.add_argument("--quiet", action="store_true", help="no table, only the verdict")
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="cost model: predicted us per kernel, config, arch and GLM-5.2 shape, the fraction "
+        "of copy bandwidth and the binding term (families moe, mla; default both)",
+    )
     args = p.parse_args(argv)
+    if args.predict:
+        return _predict(args)
 
     cases = all_cases(args.arch, args.family)
     t0 = time.time()
@@ -59,6 +67,27 @@ def main(argv: list[str] | None = None) -> int:
     for v in bad:
         print("  " + v)
     return 1 if bad else 0
+
+
+def _predict(args) -> int:
+    from sgl_kernel_rocm.compile_check.costmodel import predict as P
+
+    kinds = set()
+    for fam in args.family or ["moe", "mla"]:
+        kinds |= {"moe"} if fam == "moe" else {"mla", "dsa"} if fam == "mla" else set()
+    if not kinds:
+        print("--predict covers the families moe and mla", file=sys.stderr)
+        return 2
+    out = {}
+    for arch in args.arch or ["sm90", "gfx950"]:
+        preds = P.predict_rows(P.glm_rows(tuple(kinds)), arch, jobs=args.jobs)
+        print(f"# {arch}: {P.label(arch)}")
+        print(P.table(preds, arch))
+        out[arch] = preds
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+    return 0
 
 
 if __name__ == "__main__":

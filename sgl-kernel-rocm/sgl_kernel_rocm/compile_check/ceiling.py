@@ -1,4 +1,8 @@
-"""Static issue-bound bandwidth ceiling: the bytes/s a kernel could stream if memory were free.
+"""RETIRED (issue 20): the cost model (costmodel/) replaced this ceiling in the tuner, the
+reports and the docs; it is kept only while test_compile_gate.py still checks it, and nothing
+else imports it. It was 3-4x optimistic against the H200 (docs/kernels.md).
+
+Static issue-bound bandwidth ceiling: the bytes/s a kernel could stream if memory were free.
 
 One program loads `stream_bytes_per_iter` bytes of its stream (weights, KV) per main-loop
 iteration, and each of its warps/waves issues the loop body's N instructions to get them. A

@@ -23,9 +23,10 @@ machine-code global loads attributed by source line (`# stream:` markers on the 
 lines) to each stream, count x bytes per lane/thread (the gate also reads the TTGIR loads,
 whose locations survive where an AMD pass merges a load's line into its consumer's); ISA =
 matrix instructions (`v_mfma_scale` = native scaled MFMA, `v_cvt_scalef32` = hardware FP4
-upcast); ceiling = **static issue-bound estimate** of the bytes/s the main loop
-could stream if memory were free (`compile_check/ceiling.py`), and its ratio to the arch's HBM
-peak. A ratio below 1 means the kernel is bound by its own instruction stream before memory.
+upcast); loop instr = instructions of the main loop per warp/wave and iteration. Speed is not
+estimated here: the cost model (`compile_check/costmodel`, `python -m sgl_kernel_rocm.compile_check
+--predict`) predicts time per shape from these compiled kernels, calibrated on the H200 rows
+(docs/results/cost-model-calibration.json); the old static issue-bound ceiling is retired.
 
 ## Arch facts used (sources in `sgl_kernel_rocm/compile_check/archs.json`)
 

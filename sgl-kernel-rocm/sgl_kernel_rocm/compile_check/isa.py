@@ -3,7 +3,7 @@
 Every global load is attributed to the source line it came from (`.loc` in amdgcn, nvdisasm's
 line info), so a load can be matched to the `# stream: NAME` marker on the `tl.load` line of the
 kernel source. The main loop is the backward branch whose body holds the most stream loads; its
-instruction count feeds the static issue-bound ceiling (ceiling.py).
+mnemonic counts feed the cost model's issue and pipe bounds (costmodel/).
 """
 
 from __future__ import annotations
@@ -362,6 +362,20 @@ def mma_macs(op: str, amd: bool) -> int | None:
     return None
 
 
+def _mnemonic(ins: Instr, amd: bool) -> str:
+    """AMD mnemonics whole; SASS opcode with the modifiers that change its pipe or rate (the
+    HMMA / HGMMA shape, F2FP's pack kind), the rest dropped."""
+    op = ins.op
+    if amd:
+        return op.lower()
+    if m := re.search(r"\b([A-Z]GMMA\.\d+x\d+x\d+)", ins.text):
+        return m.group(1)
+    parts = op.split(".")
+    if parts[0] in ("HMMA", "HGMMA", "IMMA", "F2FP", "MUFU"):
+        return ".".join(parts[:2])
+    return parts[0]
+
+
 def facts(listing: Listing, amd: bool, streams: dict[tuple[str, int], str]) -> dict:
     """Instruction facts of one kernel: mnemonic counts, stream loads by width, main loop."""
     ops = Counter(i.op.lower() if amd else i.op.split(".")[0] for i in listing.instrs)
@@ -395,6 +409,8 @@ def facts(listing: Listing, amd: bool, streams: dict[tuple[str, int], str]) -> d
         loop = {
             "instructions": len(body),
             "by_class": dict(Counter(instr_class(i.op, amd) for i in body)),
+            # mnemonics of the body (the cost model maps them to pipes, costmodel/pipes.py)
+            "ops": dict(Counter(_mnemonic(i, amd) for i in body)),
             # per warp/wave and iteration; None when an MMA shape is not understood
             "mma_macs": None if None in macs else sum(macs),
         }
@@ -412,6 +428,7 @@ def facts(listing: Listing, amd: bool, streams: dict[tuple[str, int], str]) -> d
         extra = {"mma": sum(mma_ops.values()), "mma_kinds": sorted(mma_ops)}
     return {
         "instructions": len(listing.instrs),
+        "ops": dict(Counter(_mnemonic(i, amd) for i in listing.instrs)),
         "loads": {k: dict(v) for k, v in sorted(loads.items())},
         "main_loop": loop,
         **extra,

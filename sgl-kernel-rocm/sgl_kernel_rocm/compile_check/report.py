@@ -8,7 +8,6 @@ from typing import Any
 
 from sgl_kernel_rocm.compile_check.archs import ARCHS, is_amd
 from sgl_kernel_rocm.compile_check.cases import Case
-from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
 from sgl_kernel_rocm.compile_check.gate import violations
 
 
@@ -22,7 +21,6 @@ def rows(cases: list[Case], results: list[dict[str, Any]]) -> list[dict[str, Any
                 "label": case.label,
                 "config": case.config(),
                 "result": rec,
-                "ceiling": static_ceiling(case, rec) if rec.get("ok") else None,
                 "violations": violations(case, rec),
             }
         )
@@ -75,13 +73,13 @@ def _cfg(cfg: dict) -> str:
     return " ".join(f"{short.get(k, k)}{v}" for k, v in cfg.items())
 
 
-def _ceil(row) -> str:
-    c = row["ceiling"]
-    return f"{c['tb_s']:.1f} ({c['ratio']:.2f}x)" if c else "-"
-
-
 HEADER = ["kernel", "arch", "path/shape", "config", "ok", "regs", "spills", "LDS/SMEM",
-          "stream loads", "ISA", "ceiling TB/s (x HBM)"]  # fmt: skip
+          "stream loads", "ISA", "loop instr"]  # fmt: skip
+
+
+def _loop(row) -> str:
+    loop = row["result"].get("isa", {}).get("main_loop")
+    return str(loop["instructions"]) if loop else "-"
 
 
 def cells(row) -> list[str]:
@@ -97,7 +95,7 @@ def cells(row) -> list[str]:
         str(rec.get("shared_bytes", "-")),
         _loads(row),
         _isa(row) if rec.get("ok") else "-",
-        _ceil(row),
+        _loop(row) if rec.get("ok") else "-",
     ]
 
 
@@ -117,31 +115,6 @@ def stamp(triton_version: str) -> dict[str, str]:
     }
 
 
-def _decode_sized(row) -> bool:
-    """MoE tiles of decode buckets (BLOCK_M <= 32) and every decode-attention kernel."""
-    if row["kernel"].startswith("moe."):
-        return row["config"].get("BLOCK_M", 0) <= 32
-    return row["kernel"].startswith("attn.") and row["kernel"] != "attn.merge_splits"
-
-
-def summary(table: list[dict]) -> str:
-    """Static ceiling of the decode-size kernels per arch and path, as a ratio to HBM peak."""
-    groups: dict[tuple[str, str, str], list[float]] = {}
-    for r in table:
-        if r["ceiling"] and _decode_sized(r):
-            path = r["label"].split("@")[0].split(":")[0]
-            groups.setdefault((r["kernel"], path, r["arch"]), []).append(r["ceiling"]["ratio"])
-    lines = [
-        "| kernel | path / KV | arch | configs | ceiling / HBM peak (min - max) | above peak |",
-        "|---|---|---|---|---|---|",
-    ]
-    for (kernel, path, arch), ratios in sorted(groups.items()):
-        verdict = "yes" if min(ratios) >= 1 else "some" if max(ratios) >= 1 else "**no**"
-        lines.append(f"| {kernel} | {path} | {arch} | {len(ratios)} | "
-                     f"{min(ratios):.2f} - {max(ratios):.2f} | {verdict} |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def markdown_section(table: list[dict], st: dict[str, str]) -> str:
     """One Triton version's part of docs/kernels-compile.md."""
     n_bad = sum(1 for r in table if r["violations"])
@@ -151,11 +124,6 @@ def markdown_section(table: list[dict], st: dict[str, str]) -> str:
         f"{len(table)} compiled kernels; gate: "
         + ("**pass**" if not n_bad else f"**{n_bad} fail**")
         + f". Host: {st['host']}.",
-        "",
-        "Decode-size kernels (MoE tiles with BLOCK_M <= 32, decode attention): static ceiling "
-        "against the arch's HBM peak (an estimate; see above).",
-        "",
-        summary(table),
         "",
         "Every compiled kernel:",
         "",
@@ -171,10 +139,10 @@ def markdown_section(table: list[dict], st: dict[str, str]) -> str:
 
 
 def arch_table() -> str:
-    lines = ["| arch | product | units | clock GHz | issue/unit/cycle | HBM TB/s | memory budget |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| arch | product | units | clock GHz | HBM TB/s | memory budget |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
     for name, a in ARCHS.items():
         mem = f"LDS {a['lds_bytes']} B" if is_amd(name) else f"SMEM {a['smem_bytes']} B"
         lines.append(f"| {name} | {a['product']} | {a['units']} | {a['clock_ghz']} | "
-                     f"{a['issue_per_unit_per_cycle']} | {a['hbm_tb_s']} | {mem} |")  # fmt: skip
+                     f"{a['hbm_tb_s']} | {mem} |")  # fmt: skip
     return "\n".join(lines)

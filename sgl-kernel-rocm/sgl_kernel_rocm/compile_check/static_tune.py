@@ -3,14 +3,16 @@
 For each arch and token bucket, candidates are compiled (the compile matrix machinery, cached);
 a candidate qualifies when every kernel it launches passes the gate (compiles, no spills, memory
 in budget, required instructions, 16-byte weight stream, no redundant warps). Among those the
-pick maximizes the bandwidth the grid could reach: min(static ceiling, HBM peak) x how much of
-the chip the launch grid fills, ties to the higher ceiling, then fewer warps and stages.
+pick has the least predicted time (costmodel/: per-pipe issue, latency, memory, waves and
+launch bounds from the compiled code and the bucket's launch grid, calibrated on the H200
+rows), ties to fewer warps and stages.
 Used by scripts/tune_moe.py --static and scripts/tune_attention.py --static.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,8 @@ from typing import Any
 from sgl_kernel_rocm.compile_check import cases as C
 from sgl_kernel_rocm.compile_check.archs import ARCHS, native_dot_scaled
 from sgl_kernel_rocm.compile_check.build import run_matrix, triton_version
-from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
+from sgl_kernel_rocm.compile_check.costmodel import model
+from sgl_kernel_rocm.compile_check.costmodel.launches import expert_counts, moe_launches
 from sgl_kernel_rocm.compile_check.gate import violations
 
 TOP_K = 8
@@ -68,46 +71,63 @@ def moe_cases_for(arch: str, cfg: dict, act: str, shape=GLM_LAYOUTS["TP8"]) -> l
     # Unpack and W4A16 dot_scaled: ranked on the variant the plugin's load-time layout selects
     # (one-multiply upcast / fast_math); the shipped table is gated on both (moe_cases).
     fast = path == "unpack" or act == "none"
-    return C._moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", fast)
+    return C.moe_pair(arch, cfg, experts, hidden, inter, act, path, "static", fast)
+
+
+Compiled = list  # [(case, compile record)] of one candidate
 
 
 def evaluate(groups: dict[str, list[C.Case]], jobs: int | None = None, progress=None):
-    """{name: (passes, min ceiling TB/s or 0, problems)} for groups of cases compiled together."""
+    """{name: (passes, [(case, record)], problems)} for groups of cases compiled together."""
     flat = [c for cs in groups.values() for c in cs]
     results = dict(
         zip([c.key for c in flat], run_matrix(flat, jobs=jobs, progress=progress), strict=True)
     )
     out = {}
     for name, cs in groups.items():
-        problems, ceil = [], None
-        for c in cs:
-            rec = results[c.key]
-            problems += violations(c, rec)
-            if rec.get("ok"):
-                cl = static_ceiling(c, rec)
-                if cl is not None:
-                    ceil = cl["tb_s"] if ceil is None else min(ceil, cl["tb_s"])
-        out[name] = (not problems, ceil or 0.0, problems)
+        problems = [v for c in cs for v in violations(c, results[c.key])]
+        out[name] = (not problems, [(c, results[c.key]) for c in cs], problems)
     return out
 
 
 def pick(
     arch: str,
     cands: Iterable[dict],
-    scores: dict[str, tuple[bool, float, list[str]]],
-    fill: Callable[[dict], float],
+    scores: dict[str, tuple[bool, Compiled, list[str]]],
+    cost: Callable[[dict], float],
 ) -> dict | None:
-    """Best passing candidate: min(ceiling, HBM) x fill, then ceiling, then fewer warps/stages."""
-    hbm = ARCHS[arch]["hbm_tb_s"]
+    """The passing candidate with the least predicted time `cost(cfg)` (us), ties to fewer
+    warps, then fewer stages."""
     best, best_key = None, None
     for cfg in cands:
-        ok, ceil, _ = scores[_name(cfg)]
+        ok, _, _ = scores[_name(cfg)]
         if not ok:
             continue
-        key = (min(ceil, hbm) * fill(cfg), ceil, -cfg["num_warps"], -cfg["num_stages"])
-        if best_key is None or key > best_key:
+        key = (cost(cfg), cfg["num_warps"], cfg["num_stages"])
+        if best_key is None or key < best_key:
             best, best_key = cfg, key
     return best
+
+
+@functools.cache
+def _counts(tokens: int, experts: int) -> tuple[int, ...]:
+    return tuple(expert_counts(tokens, experts))
+
+
+def moe_cost(arch: str, scores: dict, shape, tokens: int) -> Callable[[dict], float]:
+    """Predicted us of gate_up + down of a candidate at `tokens` tokens of `shape` (the ISA of
+    the candidate compiled at the TP8 shape; the grid at this shape and token count)."""
+    experts, hidden, inter = shape
+
+    def cost(cfg: dict) -> float:
+        (gate, grec), (down, drec) = scores[_name(cfg)][1][:2]
+        gl, dl = moe_launches(gate, down, experts, hidden, inter, tokens,
+                              list(_counts(tokens, experts)))  # fmt: skip
+        return sum(model.predict(rec, case.num_warps, case.num_stages, arch, launch).us
+                   for (case, rec), launch in ((scores[_name(cfg)][1][0], gl),
+                                               (scores[_name(cfg)][1][1], dl)))  # fmt: skip
+
+    return cost
 
 
 def _name(cfg: dict) -> str:
@@ -137,7 +157,7 @@ def moe_table(
             acts = ("mxfp4",) if case.label.startswith("w4a4") else ("none",)
             name = _name(case.config())
             for act in acts:
-                scores[act][name] = (False, 0.0, [f"fails under another Triton: {case.key}"])
+                scores[act][name] = (False, [], [f"fails under another Triton: {case.key}"])
     raise RuntimeError(f"{arch}: picks keep failing under {list(also)}")
 
 
@@ -152,16 +172,10 @@ def _failing_elsewhere(cases: list[C.Case], also: Iterable[Path | None], jobs) -
 
 
 def _moe_build(arch: str, cands: list[dict], scores: dict) -> dict[str, Any]:
-    units = ARCHS[arch]["units"]
-
     def bucket(m: int, shape, act: str) -> dict:
         experts, _, inter = shape
         bm = moe_block_m(m, experts)
-        blocks = max(min(m * TOP_K, experts), -(-m * TOP_K // bm))
-
-        def fill(cfg):
-            programs = blocks * -(-inter // cfg["BLOCK_N"])
-            return min(1.0, programs / units)
+        cost = moe_cost(arch, scores[act], shape, m)
 
         # The M tile the bucket wants; when none of its candidates passes the gate (e.g. SGPR
         # spills of the unpack path at BM 16 on gfx942), the next bigger one (padded rows cost
@@ -170,7 +184,7 @@ def _moe_build(arch: str, cands: list[dict], scores: dict) -> dict[str, Any]:
         cfg = None
         for b in order:
             mine = [c for c in cands if c["BLOCK_M"] == b and c["BLOCK_K"] <= inter]
-            if (cfg := pick(arch, mine, scores[act], fill)) is not None:
+            if (cfg := pick(arch, mine, scores[act], cost)) is not None:
                 break
         if cfg is None:
             raise RuntimeError(f"{arch} {act}: no candidate passes the gate at {shape}, m={m}")
@@ -201,7 +215,9 @@ def meta(arch: str, what: str, also: Iterable[Path] = ()) -> dict[str, Any]:
         "how": f"scripts/tune_{what}.py --static: not measured; chosen from compiler data "
         "(triton.compile for this arch on a CPU box): among candidates that pass the compile "
         "gate (no spills, LDS/SMEM in budget, required instructions, 16-byte weight loads), "
-        "the best static issue-bound ceiling x grid fill of the chip's CUs/SMs",
+        "the least time predicted by the cost model (compile_check/costmodel, calibrated on "
+        "the H200 rows of 2026-11-30; other archs: model calibrated on sm90, their constants "
+        "from costmodel/perf.json)",
         "triton": triton_version(),
         "also_passes_under_triton": [triton_version(Path(d)) for d in also],
         "date": datetime.date.today().isoformat(),
@@ -257,15 +273,15 @@ def attention_candidates(op: str = "decode_gqa") -> list[dict[str, int]]:
 
 def _mla_cases_for(op: str, arch: str, cfg: dict) -> list[C.Case]:
     """The candidate at every GLM-5.2 head count per rank, bf16 and FP8 latent; stream bytes
-    are the unique latent bytes (C._mla_case divides by the head blocks that re-read them)."""
+    are the unique latent bytes (C.mla_case divides by the head blocks that re-read them)."""
     from sgl_kernel_rocm.attention.mla_decode import mla_block_h
 
     out = []
     for heads in C.MLA_HEADS:
         for kv in ("bf16", "fp8"):
-            kv_t, kv_b = C._kv(arch, kv)
+            kv_t, kv_b = C.kv_type(arch, kv)
             block_h = mla_block_h(cfg, heads)
-            out.append(C._mla_case(arch, op, op == "decode_dsa", cfg, heads, block_h, kv, kv_t,
+            out.append(C.mla_case(arch, op, op == "decode_dsa", cfg, heads, block_h, kv, kv_t,
                                    kv_b, cfg["BLOCK_N"]))  # fmt: skip
     return out
 
@@ -303,16 +319,57 @@ def _attn_cases(op: str, arch: str, cfg: dict) -> list[C.Case]:
     return uniq
 
 
-def _pick_passing(arch, cands, groups, scores, also, jobs, what: str) -> dict:
-    """Best candidate that passes the gate here and under the Triton(s) in `also`."""
+# The decode point attention tiles are ranked at: batch 32 at the 20k-token target context.
+ATTN_BATCH, ATTN_CTX, DSA_KEYS = 32, 20480, 2048
+
+
+def _attn_launch(op: str, arch: str, case: C.Case, cfg: dict) -> model.Launch:
+    """The split kernel's launch at the ranking point, with the bucket's split plan."""
+    from sgl_kernel_rocm.attention._common import plan_splits
+    from sgl_kernel_rocm.compile_check.costmodel.launches import mla_launches
+
+    plan = _buckets(op, arch, cfg)["M_LEQ_64"]
+    if op in _MLA_OPS:
+        heads = int(case.label.split(":h")[1].split("_")[0])
+        kv_b = 1 if case.label.startswith("kvfp8") else 2
+        top_k = DSA_KEYS if op == "decode_dsa" else None
+        return mla_launches(case, plan, ATTN_BATCH, heads, ATTN_CTX, top_k, kv_b)[0]
+    bn = int(dict(case.constexprs)["BLOCK_N"])
+    bytes_per_token = case.stream_bytes_per_iter // bn
+    if op == "decode_dsa_indexer":  # tiles_per_prog tiles of BLOCK_N keys per program
+        tiles = dict(case.ints)["tiles_per_prog"]
+        programs = ATTN_BATCH * -(-ATTN_CTX // (bn * tiles))
+        return model.Launch(programs, tiles, ATTN_BATCH * ATTN_CTX * bytes_per_token,
+                            case.stream_bytes_per_iter)  # fmt: skip
+    splits = plan_splits(plan, ATTN_BATCH, ATTN_CTX)  # GQA: one KV head per rank under TP8
+    per_split = -(-ATTN_CTX // splits)
+    return model.Launch(ATTN_BATCH * splits, -(-per_split // bn),
+                        ATTN_BATCH * ATTN_CTX * bytes_per_token, case.stream_bytes_per_iter)
+
+
+def attention_cost(op: str, arch: str, scores: dict) -> Callable[[dict], float]:
+    """Predicted us of a candidate tile summed over its compiled cases (head counts, KV dtypes)
+    at the ranking point."""
+
+    def cost(cfg: dict) -> float:
+        return sum(model.predict(rec, case.num_warps, case.num_stages, arch,
+                                 _attn_launch(op, arch, case, cfg)).us
+                   for case, rec in scores[_name(cfg)][1])  # fmt: skip
+
+    return cost
+
+
+def _pick_passing(arch, cands, groups, scores, also, jobs, what: str, op: str) -> dict:
+    """Least predicted time among candidates passing the gate here and under `also`."""
     scores = dict(scores)
+    cost = attention_cost(op, arch, scores)
     for _ in range(len(cands)):
-        cfg = pick(arch, cands, scores, lambda c: 1.0)
+        cfg = pick(arch, cands, scores, cost)
         if cfg is None:
             raise RuntimeError(f"{what} on {arch}: no candidate passes the gate")
         if not _failing_elsewhere(groups[_name(cfg)], also, jobs):
             return cfg
-        scores[_name(cfg)] = (False, 0.0, ["fails under another Triton"])
+        scores[_name(cfg)] = (False, [], ["fails under another Triton"])
     raise RuntimeError(f"{what} on {arch}: no candidate passes the gate")
 
 
@@ -340,18 +397,19 @@ def attention_table(
     table: dict[str, Any] = {"_meta": meta(arch, "attention", also)}
     if op not in _MLA_OPS:
         table["DEFAULT"] = _buckets(op, arch, _pick_passing(arch, cands, groups, scores, also,
-                                                             jobs, op))  # fmt: skip
+                                                             jobs, op, op))  # fmt: skip
         return table
     small, *wide = C.MLA_HEADS
     sub = {n: [c for c in cs if f":h{small}_" in c.label] for n, cs in groups.items()}
     sub_scores = evaluate(sub, jobs, progress)
     table["DEFAULT"] = _buckets(op, arch, _pick_passing(arch, cands, sub, sub_scores, also, jobs,
-                                                        f"{op} h{small}"))  # fmt: skip
+                                                        f"{op} h{small}", op))  # fmt: skip
     for heads in wide:
         for kv, tag in (("bf16", "16"), ("fp8", "fp8")):
             sub = {n: [c for c in cs if c.label.startswith(f"kv{kv}:h{heads}_")]
                    for n, cs in groups.items()}  # fmt: skip
             sub_scores = evaluate(sub, jobs, progress)
-            cfg = _pick_passing(arch, cands, sub, sub_scores, also, jobs, f"{op} h{heads} {kv}")
+            cfg = _pick_passing(arch, cands, sub, sub_scores, also, jobs, f"{op} h{heads} {kv}",
+                                op)
             table[f"h{heads}_d576_kv{tag}"] = _buckets(op, arch, cfg)
     return table

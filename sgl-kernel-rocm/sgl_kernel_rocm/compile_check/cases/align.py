@@ -1,0 +1,56 @@
+"""Compile cases of the MoE's one-launch token alignment."""
+
+from __future__ import annotations
+
+from sgl_kernel_rocm.compile_check.cases.base import Case, build
+
+
+def align_cases(arch: str) -> list[Case]:
+    """The one-launch token alignment of the MoE (moe/_align_kernel.py) at GLM-5.2's 256 experts
+    with top-8, for the BLOCK_M values the tables use."""
+    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK
+
+    out = []
+    for bm in (16, 32, 64):
+        out.append(
+            build(
+                kernel="moe.align",
+                module="sgl_kernel_rocm.moe._align_kernel",
+                fn="moe_align_kernel",
+                arch=arch,
+                label=f"E256_bm{bm}",
+                pointers=(
+                    ("ids_ptr", "*i32"),
+                    ("sorted_ids_ptr", "*i32"),
+                    ("block_expert_ptr", "*i32"),
+                    ("num_padded_ptr", "*i32"),
+                    ("counter_ptr", "*i32"),
+                    ("out_ptr", "*bf16"),
+                    ("shared_ptr", "*bf16"),
+                ),  # fmt: skip
+                ints=(
+                    ("n_slots", 520),
+                    ("num_experts", 256),
+                    ("capacity", 520 + 256 * (bm - 1)),
+                    ("n_counters", 96 * 65),
+                    ("top_k", 8),
+                    ("hidden", 6144),
+                    ("stride_out", 6144),
+                    ("stride_shared", 6144),
+                ),  # fmt: skip
+                floats=(),
+                # As launched by the MoE: unrouted rows written too, with a shared output.
+                constexprs=(
+                    ("BLOCK_M", bm),
+                    ("E_PAD", 256),
+                    ("CHUNK", ALIGN_CHUNK),
+                    ("K_PAD", 8),
+                    ("BLOCK_H", 1024),
+                    ("HAS_SHARED", True),
+                ),
+                cfg={"num_warps": 4, "num_stages": 1},
+                stream="",
+                stream_bytes_per_iter=0,
+            )
+        )
+    return out

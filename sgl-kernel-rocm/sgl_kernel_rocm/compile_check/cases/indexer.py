@@ -1,0 +1,55 @@
+"""Compile cases of the DSA lightning-indexer scoring kernel."""
+
+from __future__ import annotations
+
+from sgl_kernel_rocm.compile_check.cases.base import Case, build, decode_configs, kv_type
+
+
+def indexer_cases(arch: str) -> list[Case]:
+    """DSA lightning-indexer scoring: 32 heads x 128, FP8 index keys, page 64."""
+    out = []
+    for cfg in decode_configs("decode_dsa_indexer", arch):
+        bn = int(cfg["BLOCK_N"])
+        out.append(
+            build(
+                kernel="attn.dsa_indexer",
+                module="sgl_kernel_rocm.attention.dsa_indexer",
+                fn="_indexer_score_kernel",
+                arch=arch,
+                label="kfp8:h32_d128_p64",
+                pointers=(
+                    ("Q", "*bf16"),
+                    ("W", "*fp32"),
+                    ("K", kv_type(arch, "fp8")[0]),
+                    ("KS", "*fp32"),
+                    ("BT", "*i32"),
+                    ("SEQ", "*i32"),
+                    ("OUT", "*fp32"),
+                ),  # fmt: skip
+                ints=(
+                    ("num_heads", 32),
+                    ("tiles_per_prog", 20),
+                    ("stride_qb", 32 * 128),
+                    ("stride_qh", 128),
+                    ("stride_wb", 32),
+                    ("stride_kp", 64 * 128),
+                    ("stride_kt", 128),
+                    ("stride_ksp", 64),
+                    ("stride_kst", 1),
+                    ("stride_btb", 313),
+                    ("stride_ob", 20000),
+                ),  # fmt: skip
+                floats=(),
+                constexprs=(
+                    ("PAGE", 64),
+                    ("D", 128),
+                    ("BLOCK_HI", 32),
+                    ("BLOCK_N", bn),
+                    ("UPCAST", False),
+                ),  # fmt: skip
+                cfg=cfg,
+                stream="kv",
+                stream_bytes_per_iter=bn * 128,
+            )
+        )
+    return out

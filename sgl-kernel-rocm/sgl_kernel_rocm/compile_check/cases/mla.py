@@ -1,0 +1,103 @@
+"""Compile cases of MLA and DSA sparse decode (one kernel) at GLM-5.2's latent shape."""
+
+from __future__ import annotations
+
+import json
+
+from sgl_kernel_rocm.compile_check.cases.base import Case, build, kv_type, table
+
+MLA_HEADS = (8, 64)  # GLM-5.2 heads per rank: TP8 (64 / 8) and DP attention (all 64)
+
+
+def mla_cases(arch: str) -> list[Case]:
+    """Dense MLA and DSA sparse decode (same kernel): GLM-5.2 latent 512 + rope 64, page 64;
+    8 heads per rank under TP8 and 64 under DP attention, BLOCK_H as the wrapper picks it."""
+    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+
+    out = []
+    for op, sparse in (("decode_mla", False), ("decode_dsa", True)):
+        for heads, kv, cfg in mla_configs(op, arch):
+            block_h = mla_block_h(cfg, heads)
+            kv_t, kv_b = kv_type(arch, kv)
+            bn = int(cfg["BLOCK_N"])
+            out.append(mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn))
+    return out
+
+
+def mla_configs(op: str, arch: str) -> list[tuple[int, str, dict]]:
+    """(heads, kv, config) the wrapper can launch: a `h{H}_d576_kv{16,fp8}` entry serves only
+    that head count and cache dtype, DEFAULT (or the heuristic) every other one."""
+    from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
+
+    shipped = table(op, arch)
+    if shipped is None:
+        return [(h, kv, gpu_decode_heuristic(1)) for h in MLA_HEADS for kv in ("bf16", "fp8")]
+    named = {}
+    for key in shipped:
+        if key.startswith("h") and "_d576_kv" in key:
+            heads = int(key[1:].split("_")[0])
+            named[(heads, "fp8" if key.endswith("fp8") else "bf16")] = key
+    seen, out = set(), []
+    for heads in MLA_HEADS:
+        for kv in ("bf16", "fp8"):
+            key = named.get((heads, kv), "DEFAULT")
+            for cfg in shipped[key].values():
+                sig = json.dumps([heads, kv, cfg], sort_keys=True)
+                if sig not in seen:
+                    seen.add(sig)
+                    out.append((heads, kv, dict(cfg)))
+    return out
+
+
+def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
+    d = 576
+    # Every head block re-reads the latent tile: count only the unique bytes (a program holding
+    # all heads reads each once; 16-head blocks of 64 heads would read it 4 times).
+    head_blocks = -(-heads // block_h)
+    return build(
+        kernel="attn.dsa_decode" if sparse else "attn.mla_decode",
+        module="sgl_kernel_rocm.attention.mla_decode",
+        fn="_mla_decode_split_kernel",
+        arch=arch,
+        label=f"kv{kv}:h{heads}_bh{block_h}_p64",
+        pointers=(
+            ("Q", "*bf16"),
+            ("KV", kv_t),
+            ("BT", "*i32"),
+            ("SEQ", "*i32"),
+            ("IDX", "*i32"),
+            ("O_PART", "*fp32"),
+            ("LSE_PART", "*fp32"),
+            ("KV_SCALE", "*fp32"),
+        ),  # fmt: skip
+        ints=(
+            ("seq_cap", 313 * 64),
+            ("num_heads", heads),
+            ("num_idx", 2048),
+            ("num_splits", 7),
+            ("stride_qb", heads * d),
+            ("stride_qh", d),
+            ("stride_kvp", 64 * d),
+            ("stride_kvt", d),
+            ("stride_btb", 313),
+            ("stride_ib", 2048),
+            ("stride_ob", heads * 7 * 512),
+            ("stride_oh", 7 * 512),
+            ("stride_os", 512),
+            ("stride_lb", heads * 7),
+            ("stride_lh", 7),
+        ),  # fmt: skip
+        floats=("qk_scale_log2",),
+        constexprs=(
+            ("PAGE", 64),
+            ("D_LAT", 512),
+            ("D_ROPE", 64),
+            ("BLOCK_H", block_h),
+            ("BLOCK_N", bn),
+            ("SPARSE", sparse),
+            ("UPCAST", False),
+        ),  # fmt: skip
+        cfg=cfg,
+        stream="kv",
+        stream_bytes_per_iter=bn * d * kv_b // head_blocks,
+    )

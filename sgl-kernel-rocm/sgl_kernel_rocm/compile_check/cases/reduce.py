@@ -1,0 +1,43 @@
+"""Compile cases of the split-KV merge."""
+
+from __future__ import annotations
+
+from sgl_kernel_rocm.compile_check.cases.base import Case, build
+
+
+def reduce_cases(arch: str) -> list[Case]:
+    out = []
+    for dv in (128, 512):
+        out.append(
+            build(
+                kernel="attn.merge_splits",
+                module="sgl_kernel_rocm.attention.reduce",
+                fn="_merge_splits_kernel",
+                arch=arch,
+                label=f"dv{dv}",
+                pointers=(
+                    ("O_PART", "*fp32"),
+                    ("LSE_PART", "*fp32"),
+                    ("OUT", "*bf16"),
+                    ("LSE_OUT", "*fp32"),
+                ),  # fmt: skip
+                ints=(
+                    ("stride_pr", 7 * dv),
+                    ("stride_ps", dv),
+                    ("stride_lr", 7),
+                    ("stride_or", dv),
+                    ("num_splits", 7),
+                ),  # fmt: skip
+                floats=(),
+                constexprs=(
+                    ("DV", dv),
+                    ("BLOCK_S", 8),
+                    ("BLOCK_DV", dv),
+                    ("WRITE_LSE", True),
+                ),  # fmt: skip
+                cfg={"num_warps": 4, "num_stages": 2},
+                stream="",
+                stream_bytes_per_iter=0,
+            )
+        )
+    return out

@@ -320,21 +320,6 @@ def test_stream_markers_cover_the_whole_statement(tmp_path):
     assert {n for (_, n) in lines} == {2, 3, 4, 5} and set(lines.values()) == {"weights"}
 
 
-def test_the_ceiling_is_an_estimate_from_the_loop():
-    from sgl_kernel_rocm.compile_check.ceiling import static_ceiling
-
-    case = _planted("sm90")["narrow_stream"][0]
-    rec = {"isa": {"main_loop": {"instructions": 100}}}
-    c = static_ceiling(case, rec)
-    arch = ARCHS["sm90"]
-    expected = 4096 / (4 * 100 / arch["issue_per_unit_per_cycle"]) * arch["units"]
-    assert c["tb_s"] == pytest.approx(expected * arch["clock_ghz"] * 1e9 / 1e12, rel=0.01)
-    # No loop: the whole kernel is one iteration; nothing streamed: no ceiling.
-    whole = static_ceiling(case, {"isa": {"main_loop": None, "instructions": 100}})
-    assert whole == c
-    assert static_ceiling(_planted("sm90")["spill"][0], rec) is None
-
-
 TTGIR = "\n".join(
     [
         "#blocked = #ttg.blocked<{sizePerThread = [1, 16], threadsPerWarp = [16, 4], warpsPerCTA = [4, 1], order = [1, 0]}>",  # noqa: E501

@@ -8,5 +8,5 @@ LDS/SMEM and instruction facts from the result, and check them (gate.py).
 
 This is build evidence, not speed. Speed is predicted by the cost model (costmodel/: per-pipe
 issue, latency, memory, waves and launch bounds from the compiled code, calibrated on the H200
-rows) and measured by the GPU check; the old static ceiling (ceiling.py) is retired.
+rows) and measured by the GPU check; the old static ceiling is retired.
 """

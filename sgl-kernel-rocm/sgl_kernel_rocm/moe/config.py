@@ -58,7 +58,7 @@ def choose_path(arch: str, act_dtype_is_fp32: bool, act_quant: str = "none") -> 
     W4A4 (e2m1 x e2m1) takes dot_scaled on gfx950 and sm100 (native block-scaled MMA). W4A16
     (bf16 x e2m1) takes it on gfx950 only, where `v_cvt_scalef32_pk_bf16_fp4` upcasts in
     hardware; Triton decomposes it into a software upcast on sm100, which the word-wise unpack
-    upcast beats by the compile matrix's static ceiling (docs/kernels-moe.md).
+    upcast beat by the retired static ceiling (not re-ranked by the cost model yet; an estimate).
     fp32 activations always unpack: dot_scaled takes bf16/fp16 or MX operands only.
     """
     if act_dtype_is_fp32 or not has_native_dot_scaled(arch):

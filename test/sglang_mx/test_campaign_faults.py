@@ -150,12 +150,18 @@ def test_time_budget_cuts_the_same_sequence_short():
     # The same seed and the same cap on examples (hypothesis schedules its generation by it);
     # only the time per request differs, as between a fast and a slow machine.
     fast: list[HostileRequest] = []
-    sent = for_each_hostile(PROVIDER_ROUTES, TARGET, 10_000, SEED, fast.append, budget_s=5.0)
+
+    def fast_server(req: HostileRequest) -> None:
+        fast.append(req)
+        assert len(fast) < 1000, "the budget did not end the run"
+
+    sent = for_each_hostile(PROVIDER_ROUTES, TARGET, 10_000, SEED, fast_server, budget_s=5.0)
     assert sent == len(fast) > 5
     slow: list[HostileRequest] = []
 
     def slow_server(req: HostileRequest) -> None:
         slow.append(req)
+        assert len(slow) <= 10, "the budget did not end the run"
         time.sleep(0.2)
 
     sent = for_each_hostile(PROVIDER_ROUTES, TARGET, 10_000, SEED, slow_server, budget_s=1.0)

@@ -167,3 +167,9 @@ def test_time_budget_cuts_the_same_sequence_short():
     sent = for_each_hostile(PROVIDER_ROUTES, TARGET, 10_000, SEED, slow_server, budget_s=1.0)
     assert 0 < sent == len(slow) <= 5
     assert slow == fast[:sent]
+    # A floor: at least min_n requests, however slow each is.
+    slow.clear()
+    sent = for_each_hostile(
+        PROVIDER_ROUTES, TARGET, 10_000, SEED, slow_server, budget_s=0.1, min_n=5
+    )
+    assert sent == len(slow) == 5 and slow == fast[:5]

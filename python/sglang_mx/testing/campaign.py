@@ -167,9 +167,10 @@ class Campaign:
         routes: tuple[str, ...] = SGLANG_ROUTES,
         on_crash: Callable[[Crash], None] | None = None,
         budget_s: float | None = None,
+        min_n: int = 0,
     ) -> CampaignResult:
         for_each_hostile(
-            routes, self.target, n, seed, lambda req: self.one(req, on_crash), budget_s
+            routes, self.target, n, seed, lambda req: self.one(req, on_crash), budget_s, min_n
         )
         return self.result
 
@@ -186,11 +187,13 @@ def for_each_hostile(
     seed: int,
     fn: Callable[[HostileRequest], None],
     budget_s: float | None = None,
+    min_n: int = 0,
 ) -> int:
     """Call fn on up to n generated hostile requests, stopping early once budget_s seconds have
-    passed; returns how many it sent. Fixed seed, so for the same n (hypothesis schedules its
-    generation by it) a budget only cuts the same sequence shorter; no example database, no shrinking (a crasher is minimized by the campaign itself),
-    no health checks on slow servers."""
+    passed and at least min_n were sent (a slow machine still covers that many); returns how
+    many it sent. Fixed seed, so for the same n (hypothesis schedules its generation by it) a
+    budget only cuts the same sequence shorter; no example database, no shrinking (a crasher is
+    minimized by the campaign itself), no health checks on slow servers."""
     deadline = None if budget_s is None else time.monotonic() + budget_s
     done = 0
 
@@ -205,7 +208,7 @@ def for_each_hostile(
     @given(hostile_requests(routes, target))
     def go(req):
         nonlocal done
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and done >= min_n and time.monotonic() >= deadline:
             raise _OutOfTime
         done += 1
         fn(req)

@@ -272,12 +272,16 @@ def _base_body(route: str, t: Target) -> dict[str, Any]:
     return body
 
 
-@lru_cache(maxsize=64)  # built once per route and model: building them costs more than a draw
+# Strategies are built once per route and model (building them costs more than a draw).
+@lru_cache(maxsize=16)
+def _nested_sampling_fields(t: Target) -> dict[str, st.SearchStrategy[Any]]:
+    return _sampling_fields(t, openai=False)
+
+
+@lru_cache(maxsize=64)
 def _fields(route: str, t: Target) -> dict[str, st.SearchStrategy[Any]]:
-    if route == "/generate/sampling_params":
-        return _sampling_fields(t, openai=False)
     if route == "/generate":  # sampling fields are drawn too, and nested by hostile_bodies
-        return {**_generate_fields(t), **_sampling_fields(t, openai=False)}
+        return {**_generate_fields(t), **_nested_sampling_fields(t)}
     return _openai_fields(t, chat=route == "/v1/chat/completions")
 
 
@@ -286,7 +290,7 @@ def hostile_bodies(draw, route: str, t: Target) -> dict[str, Any]:
     body = _base_body(route, t)
     fields = _fields(route, t)
     names = draw(st.lists(st.sampled_from(sorted(fields)), min_size=1, max_size=3, unique=True))
-    nested = _fields("/generate/sampling_params", t)
+    nested = _nested_sampling_fields(t)
     for name in names:
         value = draw(fields[name])
         if route == "/generate" and name in nested:

@@ -39,9 +39,13 @@ REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.json")
 
 
 def _target(base: str) -> Target:
-    model = httpx.get(base + "/v1/models", timeout=30).json()["data"][0]["id"]
+    served = httpx.get(base + "/v1/models", timeout=30).json()["data"][0]
     info = httpx.get(base + "/get_model_info", timeout=30).json()
-    return Target(model, info["vocab_size"], info["context_length"])
+    if "vocab_size" in info:  # our plugin's guards add the limits to /get_model_info
+        return Target(served["id"], info["vocab_size"], info["context_length"])
+    # Plain SGLang (SGLANG_MX_GUARDS=0): the model's config and /v1/models say them.
+    config = json.loads((Path(info["model_path"]) / "config.json").read_text())
+    return Target(served["id"], config["vocab_size"], served["max_model_len"])
 
 
 @pytest.fixture(params=sorted(SERVERS))

@@ -65,6 +65,26 @@ def mxfp4_server(mxfp4_server_handle):
     return mxfp4_server_handle.base_url
 
 
+@pytest.fixture(scope="session")
+def default_server_handle():
+    """One real SGLang server on what `sglang-mx serve` serves by default (the bundled GLM-5
+    MXFP4 model: mx_dsa attention, MLA + DSA, page 64, chunked prefill), shared by the session."""
+    from sglang_mx.testing.server import default_serve_args, start_server
+
+    model, args = default_serve_args()
+    handle = start_server(model, args)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="session")
+def default_server(default_server_handle):
+    """Base URL of the session's default-model server."""
+    return default_server_handle.base_url
+
+
 @pytest.fixture(scope="module")
 def sglang_context():
     """SGLang's per-process context for building its layers outside a server: CPU, TP 1.

@@ -144,9 +144,17 @@ def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     from sglang_mx import patches
     from sglang_mx.attention import dsa_indexer
 
-    original = Indexer.forward_cuda
-    monkeypatch.setattr(Indexer, "forward_cuda", original)  # restored after the test
+    reached = []
+
+    def sglang_forward_cuda(self, *args, **kwargs):  # stands in for SGLang's CUDA forward
+        reached.append(kwargs)
+        return "sglang"
+
+    # Our wrapper goes around whatever forward_cuda is installed: here the stand-in, so the
+    # test sees which one ran (monkeypatch restores SGLang's after the test).
+    monkeypatch.setattr(Indexer, "forward_cuda", sglang_forward_cuda)
     patches.gpu_indexer_through_mx_dsa()
+    assert Indexer.forward_cuda is not sglang_forward_cuda
     calls = []
     monkeypatch.setattr(
         dsa_indexer, "indexer_forward_native", lambda self, *a, **k: calls.append(k) or "ours"
@@ -155,7 +163,8 @@ def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
         forward_context, "get_attn_backend", lambda: SimpleNamespace(index_topk=None)
     )
     assert Indexer.forward_cuda(object(), layer_id=3) == "ours"
-    assert calls == [{"layer_id": 3}]
+    assert calls == [{"layer_id": 3}] and reached == []
+    # Any other backend: SGLang's own forward_cuda runs, with the arguments unchanged.
     monkeypatch.setattr(forward_context, "get_attn_backend", lambda: SimpleNamespace())
-    with pytest.raises(Exception):  # noqa: B017 - SGLang's own CUDA forward, not runnable here
-        Indexer.forward_cuda(object(), layer_id=3)
+    assert Indexer.forward_cuda(object(), layer_id=3) == "sglang"
+    assert reached == [{"layer_id": 3}] and calls == [{"layer_id": 3}]

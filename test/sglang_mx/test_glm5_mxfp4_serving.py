@@ -66,12 +66,13 @@ def bf16_logprobs(held_out_ids):
 @pytest.fixture(scope="module", params=CHECKPOINTS, ids=[c[0] for c in CHECKPOINTS])
 def mxfp4_server(request, tmp_path_factory):
     name, mode, linears, max_kl, min_top1 = request.param
-    if name == "quark-full":
-        ckpt = str(tmp_path_factory.mktemp("glm5-quark") / name)
-        args = ["quantize", bundled_model_path("glm5-bf16"), ckpt, "--format", "quark"]
-        assert main([*args, "--quark-layout", "full", "--act-quant", "mxfp4"]) == 0
-    else:
-        ckpt = bundled_model_path("glm5-mxfp4")
+    if name == "shipped-mxfp4":  # what `sglang-mx serve` serves: the session's server for it
+        handle = request.getfixturevalue("default_server_handle")
+        yield handle, name, mode, linears, max_kl, min_top1
+        return
+    ckpt = str(tmp_path_factory.mktemp("glm5-quark") / name)
+    args = ["quantize", bundled_model_path("glm5-bf16"), ckpt, "--format", "quark"]
+    assert main([*args, "--quark-layout", "full", "--act-quant", "mxfp4"]) == 0
     handle = start_server(ckpt)
     try:
         yield handle, name, mode, linears, max_kl, min_top1

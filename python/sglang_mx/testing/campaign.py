@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 from hypothesis import HealthCheck, Phase, given, settings
@@ -26,7 +27,19 @@ from sglang_mx.testing.hostile import (
     attack,
     hostile_requests,
 )
-from sglang_mx.testing.server import SupervisedServer
+
+
+class Worker(Protocol):
+    """What a campaign needs of the server it attacks: SupervisedServer, or the fake faulty
+    worker its own tests use (fake_worker.py)."""
+
+    base_url: str
+
+    def log_size(self) -> int: ...
+
+    def last_exception(self, since: int) -> str: ...
+
+    def wait_healthy(self, timeout: float = 300.0) -> float: ...
 
 
 @dataclass
@@ -67,7 +80,7 @@ def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:
     """The request with one field (or one sampling_params field) removed, each."""
     try:
         body = json.loads(req.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json can read
         return []
     if not isinstance(body, dict):
         return []
@@ -88,12 +101,20 @@ def _shrink_candidates(req: HostileRequest) -> list[HostileRequest]:
 
 
 class Campaign:
-    def __init__(self, server: SupervisedServer, target: Target, shrink_budget: int = 12) -> None:
+    def __init__(
+        self,
+        server: Worker,
+        target: Target,
+        shrink_budget: int = 12,
+        timeout_s: float = 60.0,
+        settle_s: float = 1.0,
+    ) -> None:
         self.server = server
         self.target = target
         self.shrink_budget = shrink_budget
+        self.settle_s = settle_s  # after a death: let the dying scheduler's traceback reach the log
         self.result = CampaignResult()
-        self.client = httpx.Client(timeout=60)
+        self.client = httpx.Client(timeout=timeout_s)  # no answer within it: a hang
 
     def _try(self, req: HostileRequest) -> tuple[Outcome, str, float | None]:
         mark = self.server.log_size()
@@ -101,7 +122,7 @@ class Campaign:
         cause, restart = "", None
         if not out.healthy:
             self.result.deaths += 1
-            time.sleep(1.0)  # let the dying scheduler's traceback reach the log
+            time.sleep(self.settle_s)
             cause = self.server.last_exception(mark)
             restart = self.server.wait_healthy()
             self.result.restart_s.append(restart)
@@ -145,16 +166,36 @@ class Campaign:
         seed: int,
         routes: tuple[str, ...] = SGLANG_ROUTES,
         on_crash: Callable[[Crash], None] | None = None,
+        budget_s: float | None = None,
+        min_n: int = 0,
     ) -> CampaignResult:
-        for_each_hostile(routes, self.target, n, seed, lambda req: self.one(req, on_crash))
+        for_each_hostile(
+            routes, self.target, n, seed, lambda req: self.one(req, on_crash), budget_s, min_n
+        )
         return self.result
 
 
+class _OutOfTime(BaseException):
+    """Ends a hypothesis run at its time budget (hypothesis lets a BaseException through at
+    once; an Exception would be reported as a failing example)."""
+
+
 def for_each_hostile(
-    routes: tuple[str, ...], target, n: int, seed: int, fn: Callable[[HostileRequest], None]
-) -> None:
-    """Call fn on n generated hostile requests: fixed seed, no example database, no shrinking
-    (a crasher is minimized by the campaign itself), no health checks on slow servers."""
+    routes: tuple[str, ...],
+    target: Target,
+    n: int,
+    seed: int,
+    fn: Callable[[HostileRequest], None],
+    budget_s: float | None = None,
+    min_n: int = 0,
+) -> int:
+    """Call fn on up to n generated hostile requests, stopping early once budget_s seconds have
+    passed and at least min_n were sent (a slow machine still covers that many); returns how
+    many it sent. Fixed seed, so for the same n (hypothesis schedules its generation by it) a
+    budget only cuts the same sequence shorter; no example database, no shrinking (a crasher is
+    minimized by the campaign itself), no health checks on slow servers."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    done = 0
 
     @hseed(seed)
     @settings(
@@ -166,9 +207,17 @@ def for_each_hostile(
     )
     @given(hostile_requests(routes, target))
     def go(req):
+        nonlocal done
+        if deadline is not None and done >= min_n and time.monotonic() >= deadline:
+            raise _OutOfTime
+        done += 1
         fn(req)
 
-    go()
+    try:
+        go()
+    except _OutOfTime:
+        pass
+    return done
 
 
 def save_regression(crash: Crash, out_dir: Path, model: str) -> Path:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import httpx
 from hypothesis import strategies as st
+
+from sglang_mx.testing.liveness import generates
 
 SGLANG_ROUTES = ("/generate", "/v1/completions", "/v1/chat/completions")
 PROVIDER_ROUTES = ("/v1/completions", "/v1/chat/completions")
@@ -269,9 +272,16 @@ def _base_body(route: str, t: Target) -> dict[str, Any]:
     return body
 
 
+# Strategies are built once per route and model (building them costs more than a draw).
+@lru_cache(maxsize=16)
+def _nested_sampling_fields(t: Target) -> dict[str, st.SearchStrategy[Any]]:
+    return _sampling_fields(t, openai=False)
+
+
+@lru_cache(maxsize=64)
 def _fields(route: str, t: Target) -> dict[str, st.SearchStrategy[Any]]:
-    if route == "/generate":
-        return _generate_fields(t)
+    if route == "/generate":  # sampling fields are drawn too, and nested by hostile_bodies
+        return {**_generate_fields(t), **_nested_sampling_fields(t)}
     return _openai_fields(t, chat=route == "/v1/chat/completions")
 
 
@@ -280,9 +290,10 @@ def hostile_bodies(draw, route: str, t: Target) -> dict[str, Any]:
     body = _base_body(route, t)
     fields = _fields(route, t)
     names = draw(st.lists(st.sampled_from(sorted(fields)), min_size=1, max_size=3, unique=True))
+    nested = _nested_sampling_fields(t)
     for name in names:
         value = draw(fields[name])
-        if route == "/generate" and name in _sampling_fields(t, openai=False):
+        if route == "/generate" and name in nested:
             body["sampling_params"][name] = value  # /generate nests sampling fields
         else:
             body[name] = value
@@ -357,19 +368,6 @@ def send(
         return r.status_code, r.text[:4000], ""
     except httpx.HTTPError as e:
         return None, "", f"{type(e).__name__}: {e}"[:300]
-
-
-def generates(client: httpx.Client, sglang_url: str) -> bool:
-    """The SGLang worker still produces a token (a 1-token /generate: SGLang's /health_generate
-    sleeps a second per call, too slow to ask after every request)."""
-    body = {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
-    for _ in range(2):  # one retry: a stalled first step is not a death
-        try:
-            if client.post(sglang_url + "/generate", json=body, timeout=60).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-    return False
 
 
 def attack(

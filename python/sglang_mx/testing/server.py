@@ -7,6 +7,7 @@ a failing start shows its own reason.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import re
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from sglang_mx.testing.liveness import wait_generating
 
 STARTUP_TIMEOUT_S = 300.0
 _EXC_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt)): (.*)$")
@@ -57,6 +60,18 @@ class ServerProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, 9)
             self.proc.wait(timeout=timeout)
+
+
+def default_serve_args() -> tuple[str, list[str]]:
+    """The model and SGLang arguments `sglang-mx serve` uses when given none (read from the CLI
+    itself, so a test server on the default model is what a user gets)."""
+    from sglang_mx.cli.serve import build_command
+
+    ns = argparse.Namespace(
+        model_path=None, host="127.0.0.1", port=0, no_cache_report=False, extra=[]
+    )
+    cmd = build_command(ns)
+    return cmd[cmd.index("--model-path") + 1], cmd[cmd.index("--port") + 2 :]
 
 
 def server_command(model_path: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
@@ -145,6 +160,13 @@ def launch_server(
         handle.stop()
 
 
+def last_exception(log_path: Path, since: int) -> str:
+    """The last `SomeError: message` line a log gained after byte offset `since`."""
+    text = log_path.read_bytes()[since:].decode(errors="replace")
+    found = [m.group(0) for line in text.splitlines() if (m := _EXC_LINE.match(line.strip()))]
+    return found[-1][:300] if found else "(no exception logged)"
+
+
 class SupervisedServer:
     """An SGLang server under a Supervisor thread (what `sglang-mx serve --restart on-failure`
     runs): restarted whenever its process tree exits. The log keeps every run and the
@@ -176,22 +198,13 @@ class SupervisedServer:
 
     def wait_healthy(self, timeout: float = 300.0) -> float:
         """Seconds until the server generates a token (polled every 0.25 s)."""
-        t0 = time.monotonic()
-        body = {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1}}
-        while time.monotonic() - t0 < timeout:
-            try:
-                r = httpx.post(self.base_url + "/generate", json=body, timeout=30)
-                if r.status_code == 200:
-                    return time.monotonic() - t0
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        raise TimeoutError(f"server not healthy after {timeout:.0f}s; log {self.log_path}")
+        try:
+            return wait_generating(self.base_url, timeout)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; log {self.log_path}") from None
 
     def last_exception(self, since: int) -> str:
-        text = self.log_path.read_bytes()[since:].decode(errors="replace")
-        found = [m.group(0) for line in text.splitlines() if (m := _EXC_LINE.match(line.strip()))]
-        return found[-1][:300] if found else "(no exception logged)"
+        return last_exception(self.log_path, since)
 
     def log_size(self) -> int:
         return self.log_path.stat().st_size

@@ -36,8 +36,8 @@ CHAT: dict[str, tuple[object, str]] = {
     "functions": ([{"name": "now", "parameters": {"type": "object"}}], REFUSED),
     "logit_bias": ({"5": 1.0}, FWD),
     "logprobs": (True, FWD),
-    "max_completion_tokens": (3, FWD),  # forwarded as SGLang's max_tokens
-    "max_tokens": (3, FWD),
+    "max_completion_tokens": (2, FWD),  # forwarded as SGLang's max_tokens, over max_tokens
+    "max_tokens": (4, FWD),
     "metadata": ({"team": "a"}, ACCEPTED),
     "modalities": (["text"], ACCEPTED),
     "n": (1, ACCEPTED),
@@ -70,7 +70,7 @@ COMPLETION: dict[str, tuple[object, str]] = {
     "frequency_penalty": (0.5, FWD),
     "logit_bias": ({"5": 1.0}, FWD),
     "logprobs": (2, FWD),
-    "max_tokens": (3, FWD),
+    "max_tokens": (4, FWD),
     "n": (1, ACCEPTED),
     "presence_penalty": (0.5, FWD),
     "seed": (7, FWD),
@@ -89,6 +89,9 @@ NEEDS = {
     ("completion", "stream_options"): {"stream": True},
 }
 CORE = {"model", "messages", "prompt"}
+# Every request sends this max_tokens; the length fields above use other values, so a request
+# that kept it (or dropped the field) cannot pass as the field's own.
+BASE_MAX_TOKENS = 3
 
 
 def documented(module) -> set[str]:
@@ -148,9 +151,9 @@ def through_recorder(mxfp4_server: str, tmp_path_factory):
             yield prov.url, key, recorded
 
 
-def _send(url: str, key: str, route: str, fields: dict) -> httpx.Response:
-    tag = uuid.uuid4().hex[:6]
-    body: dict = {"model": MODEL_ID, "max_tokens": 3, **fields}
+def _send(url: str, key: str, route: str, fields: dict, tag: str = "") -> httpx.Response:
+    tag = tag or uuid.uuid4().hex[:6]
+    body: dict = {"model": MODEL_ID, "max_tokens": BASE_MAX_TOKENS, **fields}
     if route == "chat":
         body.setdefault("messages", [{"role": "user", "content": f"[{tag}] Say hi."}])
         path = "/v1/chat/completions"
@@ -179,7 +182,8 @@ def test_documented_field_is_served_as_classified(through_recorder, route: str, 
     value, action = (CHAT if route == "chat" else COMPLETION)[name]
     fields = {**NEEDS.get((route, name), {}), name: value}
     before = len(recorded)
-    resp = _send(url, key, route, fields)
+    tag = uuid.uuid4().hex[:6]  # in the prompt: names this request's record
+    resp = _send(url, key, route, fields, tag)
     if action == REFUSED:
         assert resp.status_code == 400, resp.text
         err = resp.json()["error"]
@@ -187,11 +191,17 @@ def test_documented_field_is_served_as_classified(through_recorder, route: str, 
         assert len(recorded) == before  # nothing reached SGLang
         return
     assert resp.status_code == 200, resp.text
-    assert "error" not in _payload(resp)
+    payload = _payload(resp)
+    assert "error" not in payload
+    # Exactly this request reached SGLang (a stale record from an earlier one cannot stand in).
+    assert len(recorded) == before + 1, recorded[before:]
     upstream = recorded[-1]
+    assert tag in json.dumps(upstream.get("messages", upstream.get("prompt"))), upstream
     if action == FWD:
         sent_as = "max_tokens" if name == "max_completion_tokens" else name
         assert upstream[sent_as] == value
+        if sent_as == "max_tokens":  # and SGLang honoured it
+            assert payload["usage"]["completion_tokens"] <= value, payload["usage"]
     else:
         # Not forwarded: SGLang sees no such field, or the provider's own value for it.
         assert upstream.get(name) != value

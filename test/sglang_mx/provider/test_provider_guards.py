@@ -1,12 +1,17 @@
 """The provider's own guard: limits learned from the upstream, token-id prompts and logit_bias
 keys outside the vocabulary refused by the provider itself (reason `invalid_parameter`, not the
 upstream's `upstream_rejected`), before anything reaches a worker; plus a bounded generated
-hostile-request campaign through the provider against the real server."""
+hostile-request campaign through the provider against each of the session's real servers (the
+GLM-4.5 tiny model, and the default GLM-5 one `sglang-mx serve` serves)."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,7 +23,11 @@ from sglang_mx.testing.hostile import PROVIDER_ROUTES, Target, attack
 
 VOCAB = 2048
 CAMPAIGN_SEED = 20261130
-CAMPAIGN_CASES = int(os.environ.get("SGLANG_MX_PROVIDER_CAMPAIGN_CASES", "120"))
+# Seconds of generated requests per upstream model, the same for each (fixed seed: a budget only
+# cuts the same sequence shorter), and at least MIN_CASES however slow.
+CAMPAIGN_S = float(os.environ.get("SGLANG_MX_PROVIDER_CAMPAIGN_S", "30"))
+MIN_CASES = 10
+CAMPAIGN_UPSTREAMS = {"glm45-mxfp4": "mxfp4_server", "glm5-default": "default_server"}
 
 
 def test_limits_from_plugin_model_info():
@@ -40,17 +49,22 @@ def test_limits_unknown_when_upstream_says_nothing():
     assert limits_from(None, {"data": "nonsense"}) == Limits(None, None)
 
 
-@pytest.fixture(scope="module")
-def prov(mxfp4_server: str, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("guards")
-    served = httpx.get(mxfp4_server + "/v1/models", timeout=30).json()["data"][0]
+@contextmanager
+def _provider_before(upstream: str, tmp: Path) -> Iterator[dict]:
+    served = httpx.get(upstream + "/v1/models", timeout=30).json()["data"][0]
     pricing = write_pricing(
         tmp / "pricing.json", served["id"], context_length=8192, max_completion_tokens=8000
     )
     db = tmp / "provider.sqlite"
     _, key = KeyStore(db).create("guards")
-    with provider_process(mxfp4_server, pricing, db, "--default-rpm", "100000") as p:
-        yield {"url": p.url, "key": key, "upstream": mxfp4_server}
+    with provider_process(upstream, pricing, db, "--default-rpm", "100000") as p:
+        yield {"url": p.url, "key": key, "upstream": upstream}
+
+
+@pytest.fixture(scope="module")
+def prov(mxfp4_server: str, tmp_path_factory):
+    with _provider_before(mxfp4_server, tmp_path_factory.mktemp("guards")) as p:
+        yield p
 
 
 def _post(prov, route: str, body: dict) -> httpx.Response:
@@ -90,19 +104,34 @@ def test_in_vocabulary_token_prompt_served(prov):
 
 
 @pytest.mark.server
-def test_provider_campaign_bounded(prov):
+@pytest.mark.parametrize("upstream", sorted(CAMPAIGN_UPSTREAMS))
+def test_provider_campaign_bounded(request, upstream, tmp_path):
     """Generated hostile requests through the provider: never a 5xx or traceback, and the
-    worker behind it still generates after each."""
-    target = Target(MODEL_ID, VOCAB, 8192)
-    headers = {"Authorization": f"Bearer {prov['key']}"}
-    health = prov["upstream"]
-    with httpx.Client(timeout=60) as client:
+    worker behind it still generates (exactly one token for a 1-token request) after each."""
+    if upstream == "glm45-mxfp4":
+        prov = request.getfixturevalue("prov")
+        ctx = nullcontext(prov)
+    else:
+        ctx = _provider_before(request.getfixturevalue(CAMPAIGN_UPSTREAMS[upstream]), tmp_path)
+    with ctx as prov:
+        info = httpx.get(prov["upstream"] + "/get_model_info", timeout=30).json()
+        # The context the provider enforces: its pricing's, or the upstream's if smaller.
+        target = Target(MODEL_ID, info["vocab_size"], min(8192, info["context_length"]))
+        headers = {"Authorization": f"Bearer {prov['key']}"}
+        health = prov["upstream"]
+        with httpx.Client(timeout=60) as client:
 
-        def one(req):
-            out = attack(client, prov["url"], req, health, headers)
-            assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
+            def one(req):
+                out = attack(client, prov["url"], req, health, headers)
+                assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
 
-        for_each_hostile(PROVIDER_ROUTES, target, CAMPAIGN_CASES, CAMPAIGN_SEED, one)
+            t0 = time.monotonic()
+            sent = for_each_hostile(
+                PROVIDER_ROUTES, target, 100_000, CAMPAIGN_SEED, one, CAMPAIGN_S, MIN_CASES
+            )
+    took = time.monotonic() - t0
+    print(f"{sent} hostile requests in {took:.0f} s through the provider to {upstream}")
+    assert sent >= MIN_CASES
 
 
 def test_guard_learns_refreshes_and_keeps_limits_when_upstream_goes_down():

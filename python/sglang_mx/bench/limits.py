@@ -63,7 +63,7 @@ def limits_from(info: dict | None, models: dict | None, model: str | None = None
     if isinstance(info, dict):
         vocab = _positive(info.get("vocab_size"))
         if n := _positive(info.get("context_length")):
-            found.append((n, "/model_info context_length"))
+            found.append((n, "model_info context_length"))
     entries = [e for e in (models or {}).get("data") or [] if isinstance(e, dict)]
     if model is not None and any(e.get("id") == model for e in entries):
         entries = [e for e in entries if e.get("id") == model]
@@ -92,8 +92,10 @@ async def _json(client, url: str) -> dict | None:
 async def read_limits(client, base_url: str, model: str | None = None) -> ServerLimits:
     """The server's limits through an httpx.AsyncClient; fields it does not state stay None."""
     info = await _json(client, f"{base_url}/model_info")
-    if info is None:
-        info = await _json(client, f"{base_url}/get_model_info")
+    if info is None or "context_length" not in info:
+        # SGLang 0.5.23 routes /model_info to the function itself; the plugin's additions show
+        # through /get_model_info, which looks the function up at request time
+        info = await _json(client, f"{base_url}/get_model_info") or info
     models = await _json(client, f"{base_url}/v1/models")
     limits = limits_from(info, models, model)
     if limits.context_length is None and models is not None:

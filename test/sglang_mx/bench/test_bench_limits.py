@@ -58,7 +58,7 @@ def test_limits_from_each_kind_of_server():
         {"context_length": 400, "vocab_size": 2048}, {"data": [{"max_model_len": 512}]}
     )
     assert (both.context_length, both.vocab_size) == (400, 2048)
-    assert both.context_source == "/model_info context_length"
+    assert both.context_source == "model_info context_length"
     # our provider: legacy flat document, and the 2.4 schema's input modality
     legacy = limits_from(None, {"data": [{"id": "a", "context_length": 8192}]})
     assert legacy.context_length == 8192
@@ -120,9 +120,10 @@ def test_http_400_mid_run_counted_and_reported(tokenizer_dir, tmp_path, capsys):
     s = json.loads((out / "result.json").read_text())["sweep"]["points"][0]["summary"]
     assert 0 < s["errors"] < 12 and s["completed"] == 12 - s["errors"]
     assert s["first_error"].startswith("HTTP 400") and "context length (300" in s["first_error"]
-    assert f"Failed requests at rate (req/s) 50.0: {s['errors']} of 12" in (
-        out / "report.md"
-    ).read_text()
+    assert (
+        f"Failed requests at rate (req/s) 50.0: {s['errors']} of 12"
+        in (out / "report.md").read_text()
+    )
     assert captured.err.strip().splitlines()[-1].startswith(f"{s['errors']} of 12 requests failed")
 
 

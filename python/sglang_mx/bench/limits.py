@@ -7,12 +7,17 @@ Sources, all optional (the smallest context any of them states wins):
 - SGLang and vLLM: `/v1/models` entries carry `max_model_len`;
 - our provider (OpenRouter style): `/v1/models` entries carry `context_length` (legacy format)
   or `input_modalities[].supported_inputs.max_context_length.value` (schema 2.4).
-SGLang refuses a prompt of `context_length` tokens or more, and prompt + max_tokens above it."""
+SGLang 0.5.23 refuses prompt + max_tokens above `context_length`, and its scheduler refuses a
+prompt of `context_length - 6` tokens or more (max_req_input_len = context - 1 - 5), whatever
+the route; so a request fits when prompt <= context - 7 and prompt + output <= context."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Tokens of the context SGLang's scheduler keeps back from a prompt (tp_worker: max_req_len - 5,
+# max_req_len = context - 1; a prompt must be shorter than that).
+PROMPT_RESERVE = 6
 # Flags of `sglang-mx bench gen|run|sweep` that change request lengths.
 SCALE_FLAGS = "--input-len / --output-len (or --fit-context)"
 
@@ -134,17 +139,17 @@ def longest_request(trace) -> tuple[int, int]:
 
 def check_fits(trace, limits: ServerLimits, max_token_id: int | None = None) -> None:
     """Raise WorkloadDoesNotFit (one line naming both numbers and the flags) unless every request
-    of the trace fits the server's context (prompt < context, prompt + output <= context) and
-    every token id sent is inside its vocabulary."""
+    of the trace fits the server's context (see the module docstring) and every token id sent is
+    inside its vocabulary."""
     ctx = limits.context_length
-    if ctx is not None:
+    if not fits(trace, ctx):
         n_in, n_out = longest_request(trace)
-        if n_in >= ctx or n_in + n_out > ctx:
-            raise WorkloadDoesNotFit(
-                f"workload {trace.spec.name!r} does not fit the server: its longest request is "
-                f"{n_in} prompt + {n_out} output = {n_in + n_out} tokens, the server's context "
-                f"is {ctx} tokens ({limits.context_source}); scale it with {SCALE_FLAGS}"
-            )
+        raise WorkloadDoesNotFit(
+            f"workload {trace.spec.name!r} does not fit the server: its longest request is "
+            f"{n_in} prompt + {n_out} output = {n_in + n_out} tokens, the server's context is "
+            f"{ctx} tokens ({limits.context_source}; prompts up to {ctx - PROMPT_RESERVE - 1}); "
+            f"scale it with {SCALE_FLAGS}"
+        )
     vocab = limits.vocab_size
     if vocab is not None and max_token_id is not None and max_token_id >= vocab:
         raise WorkloadDoesNotFit(
@@ -157,7 +162,7 @@ def fits(trace, context_length: int | None) -> bool:
     if context_length is None:
         return True
     n_in, n_out = longest_request(trace)
-    return n_in < context_length and n_in + n_out <= context_length
+    return n_in < context_length - PROMPT_RESERVE and n_in + n_out <= context_length
 
 
 def fit_to_context(spec, context_length: int):
@@ -169,7 +174,7 @@ def fit_to_context(spec, context_length: int):
     if fits(trace, context_length):
         return spec
     n_in, n_out = longest_request(trace)
-    factor = (context_length - 1) / (n_in + n_out)
+    factor = min((context_length - PROMPT_RESERVE - 1) / n_in, context_length / (n_in + n_out))
     for _ in range(50):
         scaled = spec.with_overrides(
             name=f"{spec.name}@ctx{context_length}",

@@ -128,6 +128,8 @@ def _execute(args, kind: str, values: list[float]) -> int:
         if args.fit_context and cfg.limits.context_length:
             spec = fit_to_context(spec, cfg.limits.context_length)
         traces = [generate(s) for s in sweep_specs(spec, kind, values)]
+    for trace in traces:  # lengths first: a 20k-token trace is refused before it is built
+        check_fits(trace, cfg.limits)
     prompts = []
     for trace in traces:
         prompts.append(materialize(trace, tokens))

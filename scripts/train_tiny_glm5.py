@@ -166,7 +166,9 @@ def main() -> None:
     ap.add_argument("--index-topk", type=int, default=128)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--bias-rate", type=float, default=1e-3)
-    ap.add_argument("--max-positions", type=int, default=8192)
+    # Default: the longest trained sequence. Past it quality is lost (RoPE positions never
+    # seen; docs/tiny-model.md measures it), and SGLang serves this as the context length.
+    ap.add_argument("--max-positions", type=int, default=None, help="default: max --seq-lens")
     ap.add_argument("--seed", type=int, default=0)
     # One thread: on a shared, loaded box a second thread mostly spins at barriers (measured: 5x
     # the CPU time per step at load 17 on 2 cores).
@@ -200,7 +202,8 @@ def main() -> None:
         return
     print(f"corpus: train {len(train_ids):,} tokens, held-out {len(held_ids):,} tokens", flush=True)
 
-    config = make_config(len(tokenizer), eos_id, args.max_positions, args.index_topk)
+    max_positions = args.max_positions or max(int(n) for n in args.seq_lens.split(","))
+    config = make_config(len(tokenizer), eos_id, max_positions, args.index_topk)
     # eager attention: the indexer's target is the attention probabilities, which SDPA hides
     model = GlmMoeDsaForCausalLM._from_config(config, attn_implementation="eager").float()
     model.to(args.device)

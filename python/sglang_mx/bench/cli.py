@@ -23,7 +23,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--preset",
         default="cpu-2k-32-60",
-        help="production-20k-1k-60 | agentic-20k-1k-60 | cpu-2k-32-60",
+        help="production-20k-1k-60 | agentic-20k-1k-60 | production-480-24-60 (the production "
+        "shape at the bundled GLM-5 model's 512-token context) | cpu-2k-32-60",
     )
     p.add_argument("--input-len", help="N, uniform:LO:HI or normal:MEAN:STD")
     p.add_argument("--output-len", help="N, uniform:LO:HI or normal:MEAN:STD")
@@ -70,6 +71,12 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("-o", "--out", default="bench-results", help="output directory")
+    p.add_argument(
+        "--fit-context",
+        action="store_true",
+        help="scale input and output lengths by one factor (ratio, hit rate and load kept) so "
+        "the workload fits the server's context length",
+    )
 
 
 def _cost_inputs(args) -> tuple[int, float, str | None]:
@@ -88,6 +95,7 @@ def _cost_inputs(args) -> tuple[int, float, str | None]:
 
 def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.bench.cost import cost_report
+    from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
     from sglang_mx.bench.metrics import Slo
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.report import write_report
@@ -110,20 +118,31 @@ def _execute(args, kind: str, values: list[float]) -> int:
         warmup=args.warmup,
         api_key=args.api_key,
     )
+    # the server's context and vocabulary, read once: every point is checked before any runs
+    cfg.limits = fetch_limits(cfg.base_url, args.api_key)
     if getattr(args, "trace", None):
         traces = [Trace.load(args.trace)]
         spec = traces[0].spec
     else:
         spec = _spec(args)
+        if args.fit_context and cfg.limits.context_length:
+            spec = fit_to_context(spec, cfg.limits.context_length)
         traces = [generate(s) for s in sweep_specs(spec, kind, values)]
+    for trace in traces:  # lengths first: a 20k-token trace is refused before it is built
+        check_fits(trace, cfg.limits)
+    prompts = []
+    for trace in traces:
+        prompts.append(materialize(trace, tokens))
+        sent = max(max(ids) for ids in prompts[-1].values()) if cfg.send_ids else None
+        check_fits(trace, cfg.limits, sent if cfg.api == "completions" else None)
     points, warnings = [], []
-    for value, trace in zip(values, traces, strict=False):
+    for value, trace, ids in zip(values, traces, prompts, strict=False):
         print(
             f"== {kind} {value}: {len(trace.requests)} requests, designed hit rate "
             f"{trace.predicted_hit_rate:.3f}",
             file=sys.stderr,
         )
-        res = run_trace(trace, materialize(trace, tokens), cfg, tokens, slo)
+        res = run_trace(trace, ids, cfg, tokens, slo)
         warnings += res.warnings
         points.append({"x": value, "summary": res.summary, "meta": res.meta})
     gpus, price, hw_name = _cost_inputs(args)
@@ -148,7 +167,31 @@ def _execute(args, kind: str, values: list[float]) -> int:
         result["cost"] = cost_report(best_summary, price, gpus)
     paths = write_report(result, args.out)
     print(Path(paths["markdown"]).read_text())
+    failed = sum(p["summary"]["errors"] for p in points)
+    if failed:
+        first = next(p["summary"]["first_error"] for p in points if p["summary"]["errors"])
+        total = sum(p["summary"]["requests"] for p in points)
+        print(f"{failed} of {total} requests failed, first: {first[:300]}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _one_line_errors(func):
+    """A run that cannot start (server unreachable, workload too long for its context) ends in
+    one line on stderr and exit status 2, not a traceback."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(args) -> int:
+        from sglang_mx.bench.limits import BenchError
+
+        try:
+            return func(args)
+        except BenchError as exc:
+            print(f"sglang-mx bench: {exc}", file=sys.stderr)
+            return 2
+
+    return wrapper
 
 
 def _cmd_gen(args) -> int:
@@ -163,6 +206,7 @@ def _cmd_gen(args) -> int:
     return 0
 
 
+@_one_line_errors
 def _cmd_run(args) -> int:
     if args.trace:
         from sglang_mx.bench.tracegen import Trace
@@ -175,6 +219,7 @@ def _cmd_run(args) -> int:
     return _execute(args, "rate", [spec.rate])
 
 
+@_one_line_errors
 def _cmd_sweep(args) -> int:
     if bool(args.rates) == bool(args.concurrencies):
         print("give exactly one of --rates or --concurrencies", file=sys.stderr)

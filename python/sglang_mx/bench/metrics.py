@@ -93,6 +93,7 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
         "requests": len(results),
         "completed": len(ok),
         "errors": len(results) - len(ok),
+        "first_error": next((r.error for r in results if not r.ok), ""),
         "success_rate": len(ok) / len(results) if results else math.nan,
         "duration_s": duration,
         "request_throughput": per_s(len(ok)),

@@ -54,6 +54,14 @@ def markdown(result: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     knee = sweep.get("knee")
     lines.append("")
+    for p in sweep["points"]:
+        s = p["summary"]
+        if s.get("errors"):
+            lines.append(
+                f"Failed requests at {x_name} {p['x']}: {s['errors']} of {s['requests']}; "
+                f"first: `{s.get('first_error', '')[:300]}`"
+            )
+            lines.append("")
     if knee:
         lines.append(
             f"Knee (TTFT p95 <= {sweep.get('slo', 5.0)} s, 100% success): {x_name} {knee['x']}, "

@@ -1,7 +1,9 @@
 """Async load runner for any OpenAI-compatible endpoint (SGLang, vLLM, ours): replays a trace
 with streaming requests and records TTFT, inter-token latencies, E2E, token and cached-token
 counts and errors per request. Flushes and primes the prefix cache, and warns loudly when the
-cache turns out warmer (or colder) than the trace was designed for."""
+cache turns out warmer (or colder) than the trace was designed for. Reads the server's context
+length and vocabulary first and refuses a trace that cannot fit (limits.py); a request that fails
+mid-run (HTTP error, in-stream error, dropped connection) is counted, never raised."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
 from sglang_mx.bench.metrics import RequestResult, Slo, summarize
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 
@@ -35,6 +38,8 @@ class RunConfig:
     progress: bool = True
     api_key: str | None = None
     extra_body: dict = field(default_factory=dict)
+    check_limits: bool = True  # refuse a trace the server's context or vocabulary cannot take
+    limits: ServerLimits | None = None  # None: read from the server before the run
 
 
 @dataclass
@@ -80,9 +85,15 @@ class _Progress:
 
 
 async def _first_model(client, base_url: str) -> str:
-    resp = await client.get(f"{base_url}/v1/models")
-    resp.raise_for_status()
-    return resp.json()["data"][0]["id"]
+    try:
+        resp = await client.get(f"{base_url}/v1/models")
+        resp.raise_for_status()
+        return resp.json()["data"][0]["id"]
+    except Exception as exc:
+        raise BenchError(
+            f"cannot read a model name from {base_url}/v1/models ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); pass --model"
+        ) from None
 
 
 async def flush_cache(client, base_url: str, retries: int = 50, wait_s: float = 0.1) -> bool:
@@ -202,16 +213,32 @@ async def _warmup(client, cfg: RunConfig, model: str, tokens, trace: Trace) -> N
     )
 
 
-async def _prime(client, cfg: RunConfig, model: str, prompts: dict, tokens, trace: Trace) -> int:
-    """Send each shared prefix once (1 output token); returns cached tokens they already had."""
-    warm = 0
+async def _prime(
+    client, cfg: RunConfig, model: str, prompts: dict, tokens, trace: Trace
+) -> tuple[int, list[str]]:
+    """Send each shared prefix once (1 output token); returns the cached tokens they already had
+    and one error message per priming request that failed (the run goes on without it)."""
+    warm, errors = 0, []
     for key, _ in trace.prime:
         ids = prompts[f"prime:{key}"]
         body = _body(cfg, model, ids, 1, False, tokens.text(ids) if tokens else "")
-        resp = await client.post(cfg.base_url + _path(cfg), json=body)
-        resp.raise_for_status()
+        try:
+            resp = await client.post(cfg.base_url + _path(cfg), json=body)
+        except Exception as exc:
+            errors.append(f"priming {key}: {type(exc).__name__}: {exc}")
+            continue
+        if resp.status_code >= 400:
+            errors.append(f"priming {key}: HTTP {resp.status_code}: {resp.text[:300]}")
+            continue
         warm += _cached(resp.json().get("usage") or {})
-    return warm
+    return warm, errors
+
+
+def _max_sent_id(cfg: RunConfig, prompts: dict[str, list[int]]) -> int | None:
+    """Largest token id the run sends as ids (None when it sends text)."""
+    if not cfg.send_ids or cfg.api == "chat":
+        return None
+    return max((max(ids) for ids in prompts.values() if ids), default=None)
 
 
 async def run_trace_async(
@@ -225,6 +252,9 @@ async def run_trace_async(
     timeout = httpx.Timeout(cfg.timeout_s, connect=30.0)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
         model = cfg.model or await _first_model(client, cfg.base_url)
+        limits = cfg.limits or await read_limits(client, cfg.base_url, model)
+        if cfg.check_limits:
+            check_fits(trace, limits, _max_sent_id(cfg, prompts))
         if cfg.warmup:
             await _warmup(client, cfg, model, tokens, trace)
         flushed = await flush_cache(client, cfg.base_url) if cfg.flush else False
@@ -232,7 +262,16 @@ async def run_trace_async(
             warnings.append(
                 loud("could not flush the prefix cache: hits may come from earlier runs")
             )
-        prime_warm = await _prime(client, cfg, model, prompts, tokens, trace) if cfg.prime else 0
+        prime_warm, prime_errors = (
+            await _prime(client, cfg, model, prompts, tokens, trace) if cfg.prime else (0, [])
+        )
+        if prime_errors:
+            warnings.append(
+                loud(
+                    f"{len(prime_errors)} of {len(trace.prime)} priming requests failed, "
+                    f"first: {prime_errors[0]}"
+                )
+            )
         if flushed and prime_warm > WARM_TOLERANCE_TOKENS * len(trace.prime):
             warnings.append(loud(f"CACHE WAS WARM after flushing: priming hit {prime_warm} tokens"))
 
@@ -266,6 +305,13 @@ async def run_trace_async(
 
         results = list(await asyncio.gather(*(one(r) for r in trace.requests)))
     summary = summarize(results, slo)
+    if summary["errors"]:
+        warnings.append(
+            loud(
+                f"{summary['errors']} of {summary['requests']} requests failed, first: "
+                f"{summary['first_error'][:300]}"
+            )
+        )
     warnings += cache_warnings(summary)
     meta = {
         "model": model,
@@ -273,6 +319,8 @@ async def run_trace_async(
         "api": cfg.api,
         "flushed": flushed,
         "primed": bool(cfg.prime and trace.prime),
+        "prime_errors": prime_errors,
+        "limits": limits.to_dict(),
         "send_ids": cfg.send_ids,
         "trace": trace.header(),
     }

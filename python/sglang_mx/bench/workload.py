@@ -29,6 +29,16 @@ class LengthDist:
     def mean(self) -> float:
         return (self.lo + self.hi) / 2 if self.kind == "uniform" else float(self.value)
 
+    def scaled(self, factor: float) -> LengthDist:
+        """The same distribution with every length times `factor` (rounded down, at least 1)."""
+
+        def f(n: int) -> int:
+            return max(1, int(n * factor))
+
+        return replace(
+            self, value=f(self.value), lo=f(self.lo), hi=f(self.hi), std=self.std * factor
+        )
+
     @classmethod
     def parse(cls, text: str | int) -> LengthDist:
         """`20000`, `uniform:1000:3000` or `normal:20000:2000`."""
@@ -105,6 +115,18 @@ PRESETS: dict[str, WorkloadSpec] = {
         turns=3,
         prefix_groups=8,
         num_requests=240,
+        rate=2.4,
+    ),
+    # production-20k-1k-60's shape (20:1 input:output tokens, 60% of prompt tokens cached, 8
+    # shared prefixes, 2.4 req/s) at the bundled GLM-5 model's 512-token context
+    # (docs/tiny-model.md): the production-shaped workload on a CPU box in about a minute.
+    "production-480-24-60": WorkloadSpec(
+        name="production-480-24-60",
+        input_len=LengthDist("fixed", 480),
+        output_len=LengthDist("fixed", 24),
+        hit_rate=0.6,
+        prefix_groups=8,
+        num_requests=48,
         rate=2.4,
     ),
     # CPU scale for the bundled toy model.

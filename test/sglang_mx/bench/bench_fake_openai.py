@@ -32,13 +32,27 @@ class FakeCache:
         return min(best, len(ids) - 1)
 
 
-def make_app(cache: FakeCache, report_cache: bool = True, fail_every: int = 0) -> FastAPI:
+def make_app(
+    cache: FakeCache,
+    report_cache: bool = True,
+    fail_every: int = 0,
+    context_length: int | None = None,
+    advertise: bool = True,
+    vocab_size: int | None = None,
+) -> FastAPI:
+    """`context_length`: prompts of that many tokens or more, or prompt + max_tokens above it,
+    get SGLang's 400; `advertise` False keeps it out of /v1/models and /get_model_info (a server
+    that does not say). `vocab_size` is reported by /get_model_info, as the plugin does."""
     app = FastAPI()
     count = {"n": 0}
+    app.state.completions = count
 
     @app.get("/v1/models")
     async def models():
-        return {"data": [{"id": "fake-model"}]}
+        entry = {"id": "fake-model"}
+        if context_length and advertise:
+            entry["max_model_len"] = context_length
+        return {"data": [entry]}
 
     @app.post("/flush_cache")
     async def flush():
@@ -48,7 +62,12 @@ def make_app(cache: FakeCache, report_cache: bool = True, fail_every: int = 0) -
 
     @app.get("/get_model_info")
     async def model_info():
-        return {"model_path": "fake-model", "is_generation": True}
+        info = {"model_path": "fake-model", "is_generation": True}
+        if vocab_size:
+            info["vocab_size"] = vocab_size
+        if context_length and advertise:
+            info["context_length"] = context_length
+        return info
 
     @app.post("/generate")
     async def generate(req: Request):
@@ -67,6 +86,15 @@ def make_app(cache: FakeCache, report_cache: bool = True, fail_every: int = 0) -
         if fail_every and count["n"] % fail_every == 0:
             return JSONResponse({"error": {"code": 503, "message": "overloaded"}}, 503)
         ids = body["prompt"]
+        if context_length and (
+            len(ids) >= context_length or len(ids) + body["max_tokens"] > context_length
+        ):
+            message = (
+                f"The input ({len(ids)} tokens) is longer than the model's context length "
+                f"({context_length} tokens)."
+            )
+            error = {"object": "error", "message": message, "type": "BadRequestError"}
+            return JSONResponse({**error, "param": None, "code": 400}, 400)
         cached = cache.lookup_insert(ids)
         usage = {
             "prompt_tokens": len(ids),

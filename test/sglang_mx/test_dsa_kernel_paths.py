@@ -64,16 +64,16 @@ def test_index_key_pages_match_sglang_writer(pool):
 
 
 def _backend(pool, req_to_token, triton: bool, monkeypatch):
-    from sglang_mx.attention import mla_backend
+    from sglang_mx.attention import mx_dsa
 
-    monkeypatch.setenv(mla_backend.FORCE_TRITON_ENV, "1" if triton else "0")
+    monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
     runner = SimpleNamespace(
         device="cpu",
         req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
         token_to_kv_pool=pool,
         page_size=PAGE,
     )
-    return mla_backend._make_class()(runner)
+    return mx_dsa._make_class()(runner)
 
 
 def _decode_batch(seq_lens: list[int], req_to_token: torch.Tensor):
@@ -141,12 +141,11 @@ def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     forward must run instead (else SGLang's returns no top-k and attention goes dense)."""
     from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
     from sglang.srt.model_executor import forward_context
-    from sglang_mx import patches
     from sglang_mx.attention import dsa_indexer
 
     original = Indexer.forward_cuda
     monkeypatch.setattr(Indexer, "forward_cuda", original)  # restored after the test
-    patches.gpu_indexer_through_mx_dsa()
+    dsa_indexer.route_gpu_indexer()
     calls = []
     monkeypatch.setattr(
         dsa_indexer, "indexer_forward_native", lambda self, *a, **k: calls.append(k) or "ours"

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglang_mx.patches import SGLANG_VERSION
+from sglang_mx.sglang_version import check_version
 
 
 def register_backend(name: str, module: str, create: Callable[[Any], Any]) -> None:
     """Register `create(model_runner) -> backend` under `name`. Idempotent."""
-    import sglang
     from sglang.srt.arg_groups.choices import (
         ATTENTION_BACKEND_CHOICES,
         add_attention_backend_choices,
@@ -22,10 +21,7 @@ def register_backend(name: str, module: str, create: Callable[[Any], Any]) -> No
         register_attention_backend,
     )
 
-    assert sglang.__version__ == SGLANG_VERSION, (
-        f"{module} was written against sglang {SGLANG_VERSION} private APIs; found "
-        f"{sglang.__version__}. Re-check the accesses listed in the module docstring."
-    )
+    check_version(module)
     if name not in ATTENTION_BACKEND_CHOICES:
         add_attention_backend_choices([name])
     if name not in ATTENTION_BACKENDS:

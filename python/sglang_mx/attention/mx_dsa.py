@@ -188,9 +188,7 @@ def _create(runner: Any) -> Any:
     AttentionBackendRegistry.register(BACKEND_NAME, _handle_mla)
     dsa_indexer.register()
     if not str(runner.device).startswith("cpu"):
-        from sglang_mx import patches
-
-        patches.gpu_indexer_through_mx_dsa()
+        dsa_indexer.route_gpu_indexer()
     return _make_class()(runner)
 
 

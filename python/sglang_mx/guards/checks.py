@@ -7,7 +7,7 @@ vocabulary holds is a failed top-k), taking the whole server with it. A violatio
 `GuardViolation`, a ValueError: SGLang's `/generate` and OpenAI routes turn a ValueError raised
 during request validation into a 400 whose message names the field and the limit.
 
-Pure functions over plain values; `patches.guard_request_validation` wires them into SGLang's
+Pure functions over plain values; `guards.hooks` wires them into SGLang's
 tokenizer manager; the provider (`provider/guards.py`) reuses the token-id checks.
 """
 

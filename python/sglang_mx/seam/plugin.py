@@ -11,7 +11,7 @@ weights (`checkpoint`), (6) on a GPU node, the MXFP4 MoE takeover (`quant.takeov
 from __future__ import annotations
 
 from sglang_mx.env import ENV
-from sglang_mx.moe_dispatch import moe_dispatch
+from sglang_mx.quant.moe_dispatch import moe_dispatch
 from sglang_mx.sglang_version import check_version
 
 _registered = False
@@ -24,12 +24,12 @@ def register() -> None:
     _registered = True
     cpu_box = ENV.platform_wanted()
     if cpu_box:
-        from sglang_mx import cpu_setup
+        from sglang_mx.seam import cpu_setup
 
         cpu_setup.prepare_process()
-    from sglang_mx import checkpoint
     from sglang_mx.attention import dsa_cpu, mx_dsa, mx_triton
     from sglang_mx.guards import hooks as guard_hooks
+    from sglang_mx.quant import checkpoint
 
     check_version()
     if ENV.guards:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sglang_mx.sglang_version import check_version
 
-SHIM_ROOT = Path(__file__).parent / "_cpu_shims"
+SHIM_ROOT = Path(__file__).parents[1] / "_cpu_shims"
 # package name -> folder holding our stand-in for it
 SHIMS = {"sgl_kernel": SHIM_ROOT / "sgl_kernel_shim", "torchvision": SHIM_ROOT / "torchvision_shim"}
 
@@ -52,7 +52,8 @@ def prepare_process() -> None:
     for name, folder in SHIMS.items():
         shim = str(folder)
         if shim in sys.path or importlib.util.find_spec(name) is not None:
-            continue  # the real package, or the stand-in made venv-wide by sglang_mx.venv_shims
+            # The real package, or the stand-in made venv-wide by sglang_mx.seam.venv_shims.
+            continue
         sys.path.insert(0, shim)
         # Spawned children get sys.path from multiprocessing; subprocesses from PYTHONPATH.
         parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -17,7 +17,7 @@ def sglang_ready():
     from sglang_mx.seam import cpu_setup
 
     cpu_setup.prepare_process()
-    from sglang_mx.attention import mx_triton as backend
+    from sglang_mx.attention import registry as backend
 
     backend.register()
     return backend

@@ -73,7 +73,7 @@ def _backend(pool, req_to_token, triton: bool, monkeypatch):
         token_to_kv_pool=pool,
         page_size=PAGE,
     )
-    return mx_dsa._make_class()(runner)
+    return mx_dsa.MxDsaAttnBackend(runner)
 
 
 def _decode_batch(seq_lens: list[int], req_to_token: torch.Tensor):

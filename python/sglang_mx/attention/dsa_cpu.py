@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_mx.attention.registry import MX_DSA
 from sglang_mx.sglang_version import hook
 
 
@@ -66,6 +67,23 @@ def _rope_cpu_any_type(
     return factory.get_rope(*common, partial_rotary_factor)
 
 
+def wants_mx_dsa(server_args: Any) -> bool:
+    """True for a local DSA checkpoint: SGLang's own `is_deepseek_dsa` on its config.json (read
+    directly: building SGLang's ModelConfig here would memoize it before argument resolution
+    ends)."""
+    import json
+    from pathlib import Path
+
+    from sglang.srt.arg_groups.overrides import resolving_view
+    from sglang.srt.configs.model_config import is_deepseek_dsa
+
+    config = Path(str(resolving_view(server_args).model_path)) / "config.json"
+    try:
+        return bool(is_deepseek_dsa(json.loads(config.read_text())))
+    except (OSError, ValueError):
+        return False  # not a local checkpoint: SGLang reports what it cannot load
+
+
 def _dsa_backend_first(original, server_args: Any, *args, **kwargs):
     """AROUND hook on platform_hook.handle_cpu_backends.
 
@@ -76,8 +94,6 @@ def _dsa_backend_first(original, server_args: Any, *args, **kwargs):
     that function runs; an explicit --attention-backend wins."""
     from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
 
-    from sglang_mx.attention.mx_dsa import BACKEND_NAME, wants_mx_dsa
-
     cfg = resolving_view(server_args)
     unset = (
         cfg.attention_backend is None
@@ -85,7 +101,7 @@ def _dsa_backend_first(original, server_args: Any, *args, **kwargs):
         and cfg.decode_attention_backend is None
     )
     if cfg.device == "cpu" and unset and wants_mx_dsa(server_args):
-        declare_resolution(server_args, "sglang_mx_dsa_default", attention_backend=BACKEND_NAME)
+        declare_resolution(server_args, "sglang_mx_dsa_default", attention_backend=MX_DSA)
     return original(server_args, *args, **kwargs)
 
 

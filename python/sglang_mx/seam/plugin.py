@@ -27,7 +27,7 @@ def register() -> None:
         from sglang_mx.seam import cpu_setup
 
         cpu_setup.prepare_process()
-    from sglang_mx.attention import dsa_cpu, mx_dsa, mx_triton
+    from sglang_mx.attention import dsa_cpu, registry
     from sglang_mx.guards import hooks as guard_hooks
     from sglang_mx.quant import checkpoint
 
@@ -36,8 +36,7 @@ def register() -> None:
         guard_hooks.register()
     if cpu_box:
         dsa_cpu.register()
-    mx_triton.register()
-    mx_dsa.register()
+    registry.register()
     checkpoint.register_load_check()
     if not cpu_box and moe_dispatch().owner == "sglang_mx":
         from sglang_mx.quant import takeover

@@ -1,6 +1,6 @@
 """What the request guards cost and what they prevent, on the bundled model.
 
-1. Guard latency: the plugin's per-request check (`patches._guard_one_request` on a real
+1. Guard latency: the plugin's per-request check (`guards.hooks.guard_one_request` on a real
    GenerateReqInput, what the tokenizer manager calls) and the HTTP body guard (ASGI
    middleware around a no-op app), timed in-process: p50/p99 in microseconds.
 2. The same generated hostile-request campaign (one seed) against a supervised server without
@@ -42,7 +42,7 @@ def guard_latency(iters: int) -> dict:
     from types import SimpleNamespace
 
     from sglang.srt.managers.io_struct import GenerateReqInput
-    from sglang_mx.patches import _guard_one_request
+    from sglang_mx.guards.hooks import guard_one_request
 
     manager = SimpleNamespace(model_config=SimpleNamespace(vocab_size=2048), context_len=8192)
     out = {}
@@ -59,7 +59,7 @@ def guard_latency(iters: int) -> dict:
         times = []
         for _ in range(iters):
             t0 = time.perf_counter_ns()
-            _guard_one_request(manager, obj, ids)
+            guard_one_request(manager, obj, ids)
             times.append((time.perf_counter_ns() - t0) / 1000)
         out[f"tokenizer_check_{n_ids}_ids"] = {"p50_us": _pct(times, 0.5),
                                                "p99_us": _pct(times, 0.99)}  # fmt: skip
@@ -68,7 +68,7 @@ def guard_latency(iters: int) -> dict:
 
 
 async def _http_guard_latency(iters: int) -> dict:
-    from sglang_mx.http_guards import JsonObjectGuard
+    from sglang_mx.guards.http_app import JsonObjectGuard
 
     async def app(scope, receive, send):
         await receive()

@@ -17,7 +17,7 @@ $PIP install "setuptools>=68"
 $PIP install --no-deps --no-build-isolation -e ./sgl-kernel-rocm -e .
 # CPU stand-ins for torchvision/sgl_kernel, venv-wide and only where the real package is missing,
 # so SGLang's own entry points (benchmark.serving, bench_one_batch_server, ...) import here.
-"$VENV/bin/python" -m sglang_mx.venv_shims
+"$VENV/bin/python" -m sglang_mx.seam.venv_shims
 "$VENV/bin/python" - <<'PY'
 import torch, sglang, triton
 assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"

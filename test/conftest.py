@@ -89,7 +89,7 @@ def default_server(default_server_handle):
 def sglang_context():
     """SGLang's per-process context for building its layers outside a server: CPU, TP 1.
     Module-scoped, so the published dummy config is gone before any other module runs."""
-    from sglang_mx import plugin
+    from sglang_mx.seam import plugin
 
     plugin.register()
     from sglang.srt.runtime_context import get_context, get_parallel

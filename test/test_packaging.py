@@ -139,7 +139,7 @@ def test_wheels_install_with_extras_into_an_sglang_image(tmp_path: Path) -> None
     files = _run([python, "-c", check], cwd=tmp_path).stdout.split()
     assert all(f.startswith(str(fresh_site)) for f in files), files
     # This "image" is a CPU box: its torchvision / sgl_kernel are our stand-ins (docs/install.md).
-    pth = _run([python, "-m", "sglang_mx.venv_shims"], cwd=tmp_path).stdout.strip()
+    pth = _run([python, "-m", "sglang_mx.seam.venv_shims"], cwd=tmp_path).stdout.strip()
     assert Path(pth).parent == fresh_site
     info = json.loads(_run([venv / "bin" / "sglang-mx", "info", "--json"], cwd=tmp_path).stdout)
     assert info["versions"]["sglang-mx"] == "0.1.0" and info["versions"]["sglang"] == "0.5.23"

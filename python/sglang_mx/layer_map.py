@@ -10,7 +10,7 @@ import importlib.util
 
 from sglang_mx.env import ENV
 
-MLA_MODULE = "sglang_mx.attention.mla_backend"
+MLA_MODULE = "sglang_mx.attention.mx_dsa"
 INDEXER_MODULE = "sglang_mx.attention.dsa_indexer"
 
 

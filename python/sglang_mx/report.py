@@ -49,7 +49,7 @@ def standin_status() -> dict[str, str]:
     """Whether torchvision / sgl_kernel resolve to the real package or our CPU stand-in."""
     import importlib.util
 
-    from sglang_mx.cpu_setup import SHIMS, real_package_available
+    from sglang_mx.seam.cpu_setup import SHIMS, real_package_available
 
     out = {}
     for name in sorted(SHIMS):
@@ -58,7 +58,7 @@ def standin_status() -> dict[str, str]:
         elif importlib.util.find_spec(name) is not None:
             out[name] = "sglang_mx CPU stand-in (raises by name when called)"
         else:
-            out[name] = "missing (run `python -m sglang_mx.venv_shims` on a CPU box)"
+            out[name] = "missing (run `python -m sglang_mx.seam.venv_shims` on a CPU box)"
     return out
 
 
@@ -108,7 +108,7 @@ def kernel_paths() -> dict[str, str]:
     """Per op, what this machine runs: each line comes from the code that dispatches it."""
     from sgl_kernel_rocm.arch import current_arch
 
-    from sglang_mx.moe_dispatch import describe_moe
+    from sglang_mx.quant.moe_dispatch import describe_moe
 
     cpu = ENV.platform_wanted()
     arch = "cpu" if cpu else current_arch()

@@ -14,10 +14,10 @@ import torch
 @pytest.fixture(scope="module")
 def sglang_ready():
     """SGLang 0.5.23 imports on this CPU box only after the plugin's CPU preparation."""
-    from sglang_mx import cpu_setup
+    from sglang_mx.seam import cpu_setup
 
     cpu_setup.prepare_process()
-    from sglang_mx.attention import backend
+    from sglang_mx.attention import registry as backend
 
     backend.register()
     return backend

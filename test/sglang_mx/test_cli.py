@@ -38,8 +38,8 @@ def test_info_json_reports_plugin_and_kernels():
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["versions"]["sglang"] == "0.5.23"
-    assert "sglang_mx.plugin:register" in info["plugin"]["sglang.srt.plugins"]
-    assert "sglang_mx.platform:activate" in info["plugin"]["sglang.srt.platforms"]
+    assert "sglang_mx.seam.plugin:register" in info["plugin"]["sglang.srt.plugins"]
+    assert "sglang_mx.seam.platform:activate" in info["plugin"]["sglang.srt.platforms"]
     assert info["kernels"]["arch"] == "cpu"
     assert "torch reference" in info["kernels"][MOE_ROW]
     assert info["kernels"]["MoE router (sigmoid + bias top-k)"].startswith(
@@ -104,7 +104,7 @@ GPU_MOE = {
 @pytest.mark.parametrize("backend", sorted(GPU_MOE))
 def test_moe_dispatch_on_a_gpu_node(backend, monkeypatch):
     from sglang_mx import env as env_mod
-    from sglang_mx.moe_dispatch import describe_moe, moe_dispatch
+    from sglang_mx.quant.moe_dispatch import describe_moe, moe_dispatch
 
     monkeypatch.setattr(env_mod._Env, "gpu_visible", lambda self: True)  # fake GPU
     monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sglang_mx.cpu_setup import SHIMS
+from sglang_mx.seam.cpu_setup import SHIMS
 
 CHECK = """
 import sys

@@ -64,16 +64,16 @@ def test_index_key_pages_match_sglang_writer(pool):
 
 
 def _backend(pool, req_to_token, triton: bool, monkeypatch):
-    from sglang_mx.attention import mla_backend
+    from sglang_mx.attention import mx_dsa
 
-    monkeypatch.setenv(mla_backend.FORCE_TRITON_ENV, "1" if triton else "0")
+    monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
     runner = SimpleNamespace(
         device="cpu",
         req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
         token_to_kv_pool=pool,
         page_size=PAGE,
     )
-    return mla_backend._make_class()(runner)
+    return mx_dsa.MxDsaAttnBackend(runner)
 
 
 def _decode_batch(seq_lens: list[int], req_to_token: torch.Tensor):
@@ -141,7 +141,6 @@ def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     forward must run instead (else SGLang's returns no top-k and attention goes dense)."""
     from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
     from sglang.srt.model_executor import forward_context
-    from sglang_mx import patches
     from sglang_mx.attention import dsa_indexer
 
     reached = []
@@ -153,7 +152,7 @@ def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     # Our wrapper goes around whatever forward_cuda is installed: here the stand-in, so the
     # test sees which one ran (monkeypatch restores SGLang's after the test).
     monkeypatch.setattr(Indexer, "forward_cuda", sglang_forward_cuda)
-    patches.gpu_indexer_through_mx_dsa()
+    dsa_indexer.route_gpu_indexer()
     assert Indexer.forward_cuda is not sglang_forward_cuda
     calls = []
     monkeypatch.setattr(

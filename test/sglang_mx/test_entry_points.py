@@ -1,6 +1,6 @@
 """SGLang's own entry points, run from this venv as a fresh shell has it (no PYTHONPATH tricks, no
 variables of ours): they import and run, with our CPU stand-ins visible venv-wide only where the
-real package is missing (`sglang_mx.venv_shims`, written by scripts/setup.sh)."""
+real package is missing (`sglang_mx.seam.venv_shims`, written by scripts/setup.sh)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from sglang_mx.venv_shims import PTH_NAME, pth_line
+from sglang_mx.seam.venv_shims import PTH_NAME, pth_line
 
 VENV_BIN = Path(sys.executable).parent
 HELP_ENTRY_POINTS = (

@@ -8,7 +8,12 @@ from array import array
 from types import SimpleNamespace
 
 import pytest
-from sglang_mx.guards import GuardViolation, ModelLimits, check_generate, check_generate_shape
+from sglang_mx.guards.checks import (
+    GuardViolation,
+    ModelLimits,
+    check_generate,
+    check_generate_shape,
+)
 
 LIMITS = ModelLimits(vocab_size=2048, context_length=8192)
 

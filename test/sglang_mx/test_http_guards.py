@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, model_validator
-from sglang_mx.http_guards import JsonObjectGuard, scrubbed_validation_handler
+from sglang_mx.guards.http_app import JsonObjectGuard, scrubbed_validation_handler
 
 
 class Chat(BaseModel):

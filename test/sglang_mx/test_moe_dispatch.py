@@ -106,7 +106,7 @@ def reference(block, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["glm4_moe", "deepseek_v2"])
 @pytest.mark.parametrize("branch", BRANCHES)
 def test_routed_scaling_applied_exactly_once(sglang_context, monkeypatch, kind, branch):
-    from sglang_mx.moe_dispatch import routed_scaling
+    from sglang_mx.quant.moe_dispatch import routed_scaling
 
     select_branch(monkeypatch, branch)
     block = build_block(kind)

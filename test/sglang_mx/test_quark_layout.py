@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from sgl_kernel_rocm.mx import dequantize_mxfp4, quantize_mxfp4
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.checkpoint import CheckpointError, validate_checkpoint
 from sglang_mx.cli.main import main
+from sglang_mx.quant.checkpoint import CheckpointError, validate_checkpoint
 from sglang_mx.quant.scheme import parse_scheme
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -57,9 +57,8 @@ def take(config, layer):
 
 def test_plugin_hooks_resolve_in_this_sglang():
     from sglang.srt.plugins.hook_registry import HookRegistry
-    from sglang_mx import plugin
 
-    plugin._route_gpu_mxfp4_moe()
+    takeover.register()
     targets = [t for t in HookRegistry._hooks if t.startswith("sglang.srt.layers.quantization")]
     assert len(targets) == 3
     for target in targets:

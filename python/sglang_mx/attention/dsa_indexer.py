@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from sglang_mx.attention import hadamard, index_k_pages
+from sglang_mx.sglang_version import check_version
 
 # Diagnostic: a directory to which every indexer call saves its query positions and top-k (one
 # .pt file per layer call). SGLang's own top-k capture (--enable-return-indexer-topk) is
@@ -91,3 +92,29 @@ def register() -> None:
     from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
 
     BaseFusedOp.register_oot_forward(Indexer, indexer_forward_native, "native")
+
+
+def route_gpu_indexer() -> None:
+    """On an in-tree GPU platform (CUDA, or ROCm via the HIP -> CUDA fallback) SGLang 0.5.23
+    dispatches the DSA `Indexer` to `forward_cuda` and never consults the out-of-tree forward
+    registry; `forward_cuda` asks the attention backend for `get_indexer_metadata` and returns
+    no top-k when it gets None -- which would silently make every mx_dsa layer dense. While the
+    mx_dsa backend is the active one, route `Indexer.forward_cuda` to our indexer forward (its
+    scoring then runs sgl_kernel_rocm's Triton indexer for decode); any other backend keeps
+    SGLang's. Installed by the mx_dsa backend when it is created on a GPU."""
+    check_version()
+    from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
+
+    original = Indexer.forward_cuda
+    if getattr(original, "_sglang_mx_dsa", False):
+        return
+
+    def forward_cuda(self, *args, **kwargs):
+        from sglang.srt.model_executor.forward_context import get_attn_backend
+
+        if hasattr(get_attn_backend(), "index_topk"):
+            return indexer_forward_native(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    forward_cuda._sglang_mx_dsa = True
+    Indexer.forward_cuda = forward_cuda

@@ -1,18 +1,36 @@
-"""One way to add an attention backend of ours to SGLang 0.5.23: its attention registry and the
-CLI choices of --attention-backend, after checking the SGLang version the backend was written
-against (each backend module lists the SGLang privates it reads in its docstring)."""
+"""Our attention backends in SGLang 0.5.23's attention registry and the CLI choices of
+--attention-backend, after checking the SGLang version they were written against (each backend
+module lists the SGLang privates it reads in its docstring).
+
+As SGLang's own registry does, the create functions import their backend module only when a
+runner builds the backend: those modules import SGLang's attention and memory-pool classes,
+which must not load in every process at plugin time."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from sglang_mx.patches import SGLANG_VERSION
+from sglang_mx.sglang_version import check_version
+
+MX_TRITON = "mx_triton"  # GQA/MHA decode on sgl_kernel_rocm's paged kernel (mx_triton.py)
+MX_DSA = "mx_dsa"  # MLA + DeepSeek Sparse Attention (mx_dsa.py)
 
 
-def register_backend(name: str, module: str, create: Callable[[Any], Any]) -> None:
+def _create_mx_triton(runner: Any) -> Any:
+    from sglang_mx.attention import mx_triton
+
+    return mx_triton.create(runner)
+
+
+def _create_mx_dsa(runner: Any) -> Any:
+    from sglang_mx.attention import mx_dsa
+
+    return mx_dsa.create(runner)
+
+
+def register_backend(name: str, create: Callable[[Any], Any]) -> None:
     """Register `create(model_runner) -> backend` under `name`. Idempotent."""
-    import sglang
     from sglang.srt.arg_groups.choices import (
         ATTENTION_BACKEND_CHOICES,
         add_attention_backend_choices,
@@ -22,11 +40,15 @@ def register_backend(name: str, module: str, create: Callable[[Any], Any]) -> No
         register_attention_backend,
     )
 
-    assert sglang.__version__ == SGLANG_VERSION, (
-        f"{module} was written against sglang {SGLANG_VERSION} private APIs; found "
-        f"{sglang.__version__}. Re-check the accesses listed in the module docstring."
-    )
+    check_version(f"sglang_mx attention backend {name}")
     if name not in ATTENTION_BACKEND_CHOICES:
         add_attention_backend_choices([name])
     if name not in ATTENTION_BACKENDS:
         register_attention_backend(name)(create)
+
+
+def register() -> None:
+    """Register `mx_triton` and `mx_dsa`; the DeepSeek-family dispatch registry is told when a
+    runner creates `mx_dsa`. Idempotent."""
+    register_backend(MX_TRITON, _create_mx_triton)
+    register_backend(MX_DSA, _create_mx_dsa)

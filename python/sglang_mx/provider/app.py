@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from sglang_mx.provider import listing
+from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import ProviderError, bad_request, error_body
 from sglang_mx.provider.hotpath import (
     COMPLETION_ROUTES,
@@ -20,7 +21,8 @@ from sglang_mx.provider.hotpath import (
     provider_error_response,
 )
 from sglang_mx.provider.native_routes import MODEL_INFO_ROUTES
-from sglang_mx.provider.service import Provider
+from sglang_mx.provider.native_service import NativeService
+from sglang_mx.provider.openai_service import OpenAIService
 from sglang_mx.provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 
 def build_app(settings: ProviderSettings) -> CompletionFront:
     provider = Provider(settings)
+    openai = OpenAIService(provider)
+    native = NativeService(provider)  # SGLang's native routes for sgl.RuntimeEndpoint
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -87,7 +91,7 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
         return listing.document(m, listing_format(request))
 
     async def completion(request: Request) -> Response:
-        return await provider.handle(request, COMPLETION_ROUTES[request.url.path])
+        return await openai.handle(request, COMPLETION_ROUTES[request.url.path])
 
     # CompletionFront serves these POSTs before FastAPI; the routes stay for the 405 on other
     # methods and for anyone mounting the bare FastAPI app.
@@ -95,7 +99,7 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
         app.add_route(path, completion, methods=["POST"])
 
     async def native_model_info(request: Request) -> dict:
-        return provider.native.model_info(request)
+        return native.model_info(request)
 
     for path in MODEL_INFO_ROUTES:  # RuntimeEndpoint's first call
         app.add_api_route(path, native_model_info, methods=["GET"])
@@ -112,4 +116,4 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
     async def metrics() -> Response:
         return Response(provider.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    return CompletionFront(app, provider)
+    return CompletionFront(app, provider, openai, native)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,21 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from sglang_mx.provider.app import build_app
     from sglang_mx.provider.settings import ProviderSettings
 
-    settings = ProviderSettings(
-        upstream=args.upstream,
-        pricing_path=args.pricing,
-        db_path=args.db,
-        host=args.host,
-        port=args.port,
-        isolation=args.isolation,
-        keepalive_s=args.keepalive_s,
-        health_ttl_s=args.health_ttl_s,
-        read_timeout_s=args.read_timeout_s,
-        ledger_flush_tokens=args.ledger_flush_tokens,
-        default_rpm=args.default_rpm,
-        default_tpm=args.default_tpm,
-        log_level=args.log_level,
-    )
+    # Every flag named as its setting is passed as is; --pricing and --db name paths.
+    names = {f.name for f in dataclasses.fields(ProviderSettings)}
+    given = {k: v for k, v in vars(args).items() if k in names}
+    settings = ProviderSettings(pricing_path=args.pricing, db_path=args.db, **given)
     uvicorn.run(
         build_app(settings),
         host=settings.host,

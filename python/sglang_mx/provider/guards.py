@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglang_mx.guards import GuardViolation, check_logit_bias, check_token_ids
+from sglang_mx.guards.checks import GuardViolation, check_logit_bias, check_token_ids
 from sglang_mx.provider.errors import ProviderError, bad_request
 
 log = logging.getLogger(__name__)

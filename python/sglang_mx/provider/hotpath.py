@@ -15,9 +15,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import ProviderError, error_body
 from sglang_mx.provider.native_routes import GENERATE_ROUTE, NOT_IN_SGLANG, is_admin
-from sglang_mx.provider.service import Provider
+from sglang_mx.provider.native_service import NativeService
+from sglang_mx.provider.openai_service import OpenAIService
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +40,12 @@ def internal_error_response(provider: Provider, path: str) -> JSONResponse:
 
 
 class CompletionFront:
-    def __init__(self, app: Any, provider: Provider) -> None:
+    def __init__(
+        self, app: Any, provider: Provider, openai: OpenAIService, native: NativeService
+    ) -> None:
         self.app = app
         self.provider = provider
+        self.openai, self.native = openai, native
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         endpoint = None
@@ -59,12 +64,12 @@ class CompletionFront:
             request = Request(scope, receive)
             response: Response
             if endpoint == "generate":
-                response = await self.provider.native.handle(request)
+                response = await self.native.handle(request)
             elif endpoint == "refuse":
-                self.provider.native.refuse(request, scope["path"])  # always raises
+                self.native.refuse(request, scope["path"])  # always raises
                 raise AssertionError("unreachable")
             else:
-                response = await self.provider.handle(request, endpoint)
+                response = await self.openai.handle(request, endpoint)
         except ProviderError as exc:
             response = provider_error_response(self.provider, exc)
         except Exception:  # noqa: BLE001 - logged; the client gets the OpenRouter 500 shape

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,36 @@ def _tail(log: Path, n: int = 40) -> str:
         return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
+
+
+def _wait_until_ready(
+    proc: subprocess.Popen,
+    log: Path,
+    name: str,
+    ready: Callable[[], bool],
+    timeout_s: float,
+    poll_s: float,
+) -> None:
+    """Poll `ready()` until it holds; fail naming the log if the process exits first or
+    `timeout_s` passes (an HTTP error counts as not ready yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited; log {log}:\n{_tail(log)}")
+        try:
+            if ready():
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(_NOT_READY[name].format(s=int(timeout_s)))
+        time.sleep(poll_s)
+
+
+_NOT_READY = {
+    "provider": "provider did not start in {s} s",
+    "router": "router did not become healthy in {s} s",
+}
 
 
 @dataclass(frozen=True)
@@ -75,18 +105,14 @@ def provider_process(
     proc, log = _spawn(cmd, "provider")
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"provider exited; log {log}:\n{_tail(log)}")
-            try:
-                if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("provider did not start in 60 s")
-            time.sleep(0.2)
+        _wait_until_ready(
+            proc,
+            log,
+            "provider",
+            lambda: httpx.get(url + "/v1/models", timeout=1).status_code == 200,
+            60,
+            0.2,
+        )
         yield RunningProvider(url, proc)
     finally:
         if proc.poll() is None:
@@ -109,21 +135,17 @@ def router_process(
     proc, log = _spawn(cmd, "router")
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"router exited; log {log}:\n{_tail(log)}")
-            try:
-                # /health answers before the router has seen a healthy worker; wait until it
-                # actually routes a one-token request.
-                probe = {"text": "a", "sampling_params": {"max_new_tokens": 1}}
-                if httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("router did not become healthy in 120 s")
-            time.sleep(0.3)
+        # /health answers before the router has seen a healthy worker; wait until it actually
+        # routes a one-token request.
+        probe = {"text": "a", "sampling_params": {"max_new_tokens": 1}}
+        _wait_until_ready(
+            proc,
+            log,
+            "router",
+            lambda: httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200,
+            120,
+            0.3,
+        )
         yield url
     finally:
         if proc.poll() is None:

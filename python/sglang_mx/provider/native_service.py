@@ -8,32 +8,27 @@ object (with `cost`) as `usage`; the rest of SGLang's reply passes through uncha
 
 from __future__ import annotations
 
-import asyncio
 import time
-import uuid
-from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
 from sglang_mx.provider import jsonio
+from sglang_mx.provider.context import RequestContext
+from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import ProviderError, error_body
+from sglang_mx.provider.keys import ApiKey
 from sglang_mx.provider.native import NativeRequest, model_info, validate_generate
 from sglang_mx.provider.native_routes import GENERATE_ROUTE, NOT_IN_SGLANG
 from sglang_mx.provider.pricing import ModelPricing
-from sglang_mx.provider.relay import DONE, StreamRelay, UpstreamStreamError
+from sglang_mx.provider.relay import DONE, StreamRelay, UpstreamStreamError, sse
 from sglang_mx.provider.sse_response import EventStreamResponse
+from sglang_mx.provider.upstream_call import ClientLeft, call_unary, open_stream
 from sglang_mx.provider.usage import TokenCounts
-from sglang_mx.provider.validation import ParsedRequest, parse_json
-
-if TYPE_CHECKING:
-    from sglang_mx.provider.keys import ApiKey
-    from sglang_mx.provider.service import Provider
+from sglang_mx.provider.validation import parse_json
 
 ENDPOINT = "generate"  # the metrics label
-_DISCONNECT_POLL_S = 0.25
 
 
 def _int(value: Any) -> int:
@@ -50,33 +45,17 @@ def counts_from_meta(meta: Any, counts: TokenCounts) -> None:
     counts.reasoning = _int(meta.get("reasoning_tokens")) or counts.reasoning
 
 
-class Billing:
-    """The ledger rows of one native request: one per output the upstream returns."""
+def output_rows(rid: str, req: NativeRequest) -> list[str]:
+    """One ledger row per output; SGLang names a batch's requests `<rid>_<i>` (n = 1) when
+    given one string rid."""
+    return [f"{rid}_{i}" for i in range(req.outputs)] if req.batch else [rid]
 
-    def __init__(self, p: Provider, key: ApiKey, req: NativeRequest, rid: str) -> None:
-        self.p, self.key, self.rid = p, key, rid
-        self.parsed = ParsedRequest(req.model, req.stream, req.max_new_tokens, req.upstream_body)
-        # SGLang names a batch's requests `<rid>_<i>` (n = 1) when given one string rid.
-        self.rows = [f"{rid}_{i}" for i in range(req.outputs)] if req.batch else [rid]
-        self.counts = [TokenCounts() for _ in self.rows]
-        for row in self.rows:
-            p.ledger.start(row, key.id, req.model.id)
 
-    def finish(self, status: str, error: str | None = None, zero: bool = False) -> None:
-        for row, counts in zip(self.rows, self.counts, strict=True):
-            self.p.finish(
-                row, self.key, self.parsed, ENDPOINT, status, TokenCounts() if zero else counts,
-                error,
-            )  # fmt: skip
-
-    def stamp(self, i: int, meta: dict[str, Any], final: bool) -> None:
-        meta["id"] = self.rows[i]
-        if final:
-            meta["usage"] = self.counts[i].billed(self.parsed.model)
-
-    def abort_upstream(self) -> None:
-        for row in self.rows:  # `n` > 1 gets fresh rids upstream: the closed connection aborts
-            asyncio.ensure_future(self.p.upstream.abort(row))
+def stamp(ctx: RequestContext, i: int, meta: dict[str, Any], final: bool) -> None:
+    """Output i's meta_info: its ledger row id, and on its last chunk its billed usage."""
+    meta["id"] = ctx.rows[i]
+    if final:
+        meta["usage"] = ctx.counts[i].billed(ctx.model)
 
 
 class NativeService:
@@ -115,149 +94,95 @@ class NativeService:
         req = validate_generate(parse_json(await request.body()), p.models, self.model())
         p.guard.check_native(req.upstream_body)
         p.admit(key, count=req.outputs)
-        rid = f"gen-{uuid.uuid4().hex}"
-        body = dict(req.upstream_body, rid=rid)
-        if p.isolation_active():
-            body["cache_salt"] = p.keys.cache_salt(key.id)
+        ctx = p.new_context(key, req.model, ENDPOINT)
+        body = ctx.upstream_body(req.upstream_body)
         if req.n > 1:
-            await self._prefill(body, key, req, rid)
-        bill = Billing(p, key, req, rid)
+            await self._prefill(body, key, req, ctx.rid)
+        p.start_rows(ctx, output_rows(ctx.rid, req))
         if req.stream:
-            return await self._stream(body, bill, req)
-        return await self._unary(request, body, bill)
+
+            def relay(stack, opening):
+                return NativeStreamRelay(
+                    ctx, p, p.metrics, p.settings, stack, opening, batch=req.batch
+                ).events()
+
+            # As for the OpenAI routes: a quick refusal keeps its HTTP status; a slow upstream
+            # gets the SSE reply at once, with keep-alives until it answers.
+            return await open_stream(
+                p.upstream, p, p.settings.keepalive_s, ctx, GENERATE_ROUTE, body, relay
+            )
+        try:
+            data = await call_unary(p.upstream, p, request, ctx, GENERATE_ROUTE, body)
+        except ClientLeft:
+            return Response(status_code=499)
+        return self._reply(ctx, data)
 
     async def _prefill(self, body: dict[str, Any], key: ApiKey, req: NativeRequest, rid: str):
         """For `n` > 1 SGLang prefills each prompt once, unreported, before sampling it n times
         (each sample then reads the prompt from cache). Doing that prefill here makes its
         cache writes visible, so they are billed once per prompt, like any other call."""
+        p = self.p
         pre = NativeRequest(req.model, False, req.prompts > 1, req.prompts, 1, 0, {})
         prefill = {k: body[k] for k in ("text", "input_ids", "cache_salt") if k in body}
         prefill.update(rid=f"{rid}-prefill", sampling_params={"max_new_tokens": 0})
-        bill = Billing(self.p, key, pre, f"{rid}-prefill")
+        ctx = RequestContext(f"{rid}-prefill", key, req.model, ENDPOINT)
+        p.start_rows(ctx, output_rows(ctx.rid, pre))
         try:
-            data = await self.p.upstream.post_json(GENERATE_ROUTE, prefill)
+            data = await p.upstream.post_json(GENERATE_ROUTE, prefill)
         except Exception as e:
-            bill.finish("error", str(e)[:500], zero=True)
+            p.finish(ctx, "error", str(e)[:500], zero=True)
             raise
         outputs = data if isinstance(data, list) else [data]
-        for counts, out in zip(bill.counts, outputs, strict=False):
+        for counts, out in zip(ctx.counts, outputs, strict=False):
             counts_from_meta(out.get("meta_info") if isinstance(out, dict) else None, counts)
-        bill.finish("ok")
+        p.finish(ctx, "ok")
 
-    async def _unary(self, request: Request, body: dict[str, Any], bill: Billing) -> Response:
-        p, t0 = self.p, time.perf_counter()
-        call = asyncio.ensure_future(p.upstream.post_json(GENERATE_ROUTE, body))
-        while not call.done():  # a client that leaves must not keep the upstream generating
-            await asyncio.wait({call}, timeout=_DISCONNECT_POLL_S)
-            if not call.done() and await request.is_disconnected():
-                call.cancel()
-                bill.abort_upstream()
-                bill.finish("aborted", "client left", zero=True)
-                return Response(status_code=499)
-        try:
-            data: Any = call.result()
-        except Exception as e:  # every row leaves the ledger finalized, whatever failed
-            bill.finish("error", str(e)[:500], zero=True)
-            raise
+    def _reply(self, ctx: RequestContext, data: Any) -> Response:
+        p = self.p
         outputs = data if isinstance(data, list) else [data]
-        if len(outputs) != len(bill.rows) or not all(isinstance(o, dict) for o in outputs):
-            bill.finish("error", "upstream reply does not match the request", zero=True)
+        if len(outputs) != len(ctx.rows) or not all(isinstance(o, dict) for o in outputs):
+            p.finish(ctx, "error", "upstream reply does not match the request", zero=True)
             raise ProviderError(
                 502, "upstream reply does not match the request", "upstream_unavailable"
             )
-        p.metrics.ttft.labels(bill.parsed.model.id).observe(time.perf_counter() - t0)
+        p.metrics.ttft.labels(ctx.model.id).observe(time.perf_counter() - ctx.t0)
         for i, out in enumerate(outputs):
             meta = out.get("meta_info")
             if not isinstance(meta, dict):
                 meta = out["meta_info"] = {}
-            counts_from_meta(meta, bill.counts[i])
-            bill.stamp(i, meta, final=True)
-        bill.finish("ok")
+            counts_from_meta(meta, ctx.counts[i])
+            stamp(ctx, i, meta, final=True)
+        p.finish(ctx, "ok")
         return Response(
-            jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": bill.rid}
+            jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": ctx.rid}
         )
-
-    async def _stream(
-        self, body: dict[str, Any], bill: Billing, req: NativeRequest
-    ) -> EventStreamResponse:
-        p = self.p
-        stack = AsyncExitStack()
-        opening = asyncio.ensure_future(
-            stack.enter_async_context(p.upstream.stream(GENERATE_ROUTE, body))
-        )
-        # As for the OpenAI routes: a quick refusal keeps its HTTP status; a slow upstream gets
-        # the SSE reply at once, with keep-alives until it answers.
-        await asyncio.wait({opening}, timeout=p.settings.keepalive_s)
-        if opening.done() and opening.exception() is not None:
-            await stack.aclose()
-            exc = opening.exception()
-            bill.finish("error", str(exc), zero=True)
-            raise exc
-        relay = NativeStreamRelay(p, stack, opening, bill, req.batch)
-        return EventStreamResponse(
-            relay.events(),
-            headers={"X-Request-Id": bill.rid, "Cache-Control": "no-cache",
-                     "X-Accel-Buffering": "no"},
-        )  # fmt: skip
 
 
 class NativeStreamRelay(StreamRelay):
     """SGLang's native SSE (`data: {text, meta_info[, index]}` per chunk, cumulative text):
     relayed as is, each output's last chunk (finish_reason set) carrying its billed usage."""
 
-    def __init__(
-        self,
-        p: Provider,
-        stack: AsyncExitStack,
-        opening: asyncio.Future[httpx.Response],
-        bill: Billing,
-        batch: bool,
-    ) -> None:
-        super().__init__(p, stack, opening, bill.rid, bill.key, bill.parsed, ENDPOINT)
-        self.bill, self.batch = bill, batch
+    def __init__(self, *args: Any, batch: bool = False) -> None:
+        super().__init__(*args)
+        self.batch = batch
 
     def _index(self, chunk: dict[str, Any]) -> int:
         i = chunk.get("index", 0) if self.batch else 0
-        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(self.bill.rows):
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(self.ctx.rows):
             raise UpstreamStreamError(f"upstream sent an output index {str(i)[:20]} out of range")
         return i
 
-    async def events(self):  # type: ignore[override]
-        model, bill = self.parsed.model, self.bill
-        status, error = "aborted", "client disconnected"
-        t_start, t_last = time.perf_counter(), None
-        lines = self._lines()
-        try:
-            async for chunk in self._upstream_events(lines):
-                if isinstance(chunk, bytes):
-                    yield chunk  # keep-alive comment
-                    continue
-                i = self._index(chunk)
-                meta = chunk.get("meta_info")
-                if not isinstance(meta, dict):
-                    meta = chunk["meta_info"] = {}
-                counts_from_meta(meta, bill.counts[i])
-                bill.stamp(i, meta, final=meta.get("finish_reason") is not None)
-                t_last = self._observe_token_gap(model.id, t_start, t_last)
-                self.chunks += 1
-                yield self._sse(chunk)
-                if self.chunks % self.p.settings.ledger_flush_tokens == 0:
-                    for row, c in zip(bill.rows, bill.counts, strict=True):  # crash billing
-                        self.p.ledger.progress(row, c.prompt, c.completion, c.cached)
-            status, error = "ok", None
-            yield DONE
-        except (UpstreamStreamError, httpx.HTTPError, ProviderError) as e:
-            status, error = "error", str(e) or type(e).__name__
-            if isinstance(e, ProviderError):
-                code, reason, msg = e.status, e.reason, e.message
-            else:
-                code = 408 if isinstance(e, httpx.TimeoutException) else 502
-                reason, msg = "upstream_stream_failed", f"upstream failed mid-stream: {error}"
-            self.p.metrics.errors.labels(str(code), reason).inc()
-            yield self._sse(error_body(code, msg, {"reason": reason}))
-            yield DONE
-        finally:
-            if status == "aborted":
-                bill.abort_upstream()  # client gone: free the KV now, not at the next token
-            await self._close(lines)
-            bill.finish(status, error)
+    def chunk(self, chunk: dict[str, Any]) -> bytes | None:
+        i = self._index(chunk)
+        meta = chunk.get("meta_info")
+        if not isinstance(meta, dict):
+            meta = chunk["meta_info"] = {}
+        counts_from_meta(meta, self.ctx.counts[i])
+        stamp(self.ctx, i, meta, final=meta.get("finish_reason") is not None)
+        return sse(chunk)
+
+    def closing(self) -> list[bytes]:
+        return [DONE]
+
+    def error_event(self, code: int, msg: str, reason: str) -> bytes:
+        return sse(error_body(code, msg, {"reason": reason}))

@@ -1,6 +1,8 @@
 """Relay one upstream SSE stream to the client: keep-alive comments while upstream is silent,
-public model id on every chunk, a final usage chunk with cost before `[DONE]`, an in-band error
-event if the upstream fails mid-stream, and an upstream abort if the client leaves."""
+an in-band error event if the upstream fails mid-stream, an upstream abort if the client leaves,
+and the ledger rows closed whatever happened. `StreamRelay` is the part both routes share;
+`chunk` and `closing` (and `error_event`) are what a route's relay says about its own format
+(`openai_service.OpenAIStreamRelay`, `native_service.NativeStreamRelay`)."""
 
 from __future__ import annotations
 
@@ -8,18 +10,15 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from sglang_mx.provider import jsonio
-from sglang_mx.provider.errors import ProviderError, sse_error_event
-from sglang_mx.provider.usage import TokenCounts
-
-if TYPE_CHECKING:
-    from sglang_mx.provider.keys import ApiKey
-    from sglang_mx.provider.service import Provider
-    from sglang_mx.provider.validation import ParsedRequest
+from sglang_mx.provider.context import RequestContext, Settlement
+from sglang_mx.provider.errors import ProviderError
+from sglang_mx.provider.metrics import ProviderMetrics
+from sglang_mx.provider.settings import ProviderSettings
 
 KEEPALIVE = b": PROCESSING\n\n"
 DONE = b"data: [DONE]\n\n"
@@ -29,26 +28,39 @@ class UpstreamStreamError(Exception):
     pass
 
 
+def sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + jsonio.dumps(payload) + b"\n\n"
+
+
 class StreamRelay:
     def __init__(
         self,
-        provider: Provider,
+        ctx: RequestContext,
+        settle: Settlement,
+        metrics: ProviderMetrics,
+        settings: ProviderSettings,
         stack: AsyncExitStack,
         opening: asyncio.Future[httpx.Response],
-        rid: str,
-        key: ApiKey,
-        parsed: ParsedRequest,
-        endpoint: str,
     ) -> None:
-        self.p, self.stack, self.opening, self.rid = provider, stack, opening, rid
-        self.key, self.parsed, self.endpoint = key, parsed, endpoint
-        self.obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
-        self.counts = TokenCounts()
+        self.ctx, self.settle, self.metrics, self.settings = ctx, settle, metrics, settings
+        self.stack, self.opening = stack, opening
         self.created = int(time.time())
         self.chunks = 0  # content chunks relayed: token count if upstream sends no usage
 
-    def _sse(self, payload: dict[str, Any]) -> bytes:
-        return b"data: " + jsonio.dumps(payload) + b"\n\n"
+    # --- what a route's relay says ------------------------------------------------------------
+
+    def chunk(self, chunk: dict[str, Any]) -> bytes | None:
+        """One upstream event as the client gets it (counts updated), or None to skip it."""
+        raise NotImplementedError
+
+    def closing(self) -> list[bytes]:
+        """What follows the last chunk when the upstream finished."""
+        raise NotImplementedError
+
+    def error_event(self, code: int, msg: str, reason: str) -> bytes:
+        raise NotImplementedError
+
+    # --- shared ----------------------------------------------------------------------------------
 
     async def _lines(self) -> AsyncIterator[bytes | str]:
         """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while.
@@ -56,7 +68,7 @@ class StreamRelay:
         Lines are split from the raw body here (LF or CRLF endings, as SGLang and the router
         send), one read at a time: a read usually holds a whole event, so this waits once per
         event rather than once per line through httpx's text decoders."""
-        keepalive_s = self.p.settings.keepalive_s
+        keepalive_s = self.settings.keepalive_s
         while not (await asyncio.wait({self.opening}, timeout=keepalive_s))[0]:
             yield KEEPALIVE
         reads = self.opening.result().aiter_raw().__aiter__()  # raises the upstream's refusal
@@ -89,9 +101,9 @@ class StreamRelay:
         """Record time to first chunk (t_last None) or the gap since the last one; now."""
         now = time.perf_counter()
         if t_last is None:
-            self.p.metrics.ttft.labels(model_id).observe(now - t_start)
+            self.metrics.ttft.labels(model_id).observe(now - t_start)
         else:
-            self.p.metrics.itl.labels(model_id).observe(now - t_last)
+            self.metrics.itl.labels(model_id).observe(now - t_last)
         return now
 
     async def _upstream_events(self, lines: AsyncIterator[bytes | str]):
@@ -119,43 +131,29 @@ class StreamRelay:
         raise UpstreamStreamError("upstream closed the stream before it finished")
 
     async def events(self) -> AsyncIterator[bytes]:
-        model = self.parsed.model
+        ctx = self.ctx
         status, error = "aborted", "client disconnected"
         t_start = time.perf_counter()
         t_last: float | None = None
-        flush_every = self.p.settings.ledger_flush_tokens
+        flush_every = self.settings.ledger_flush_tokens
         lines = self._lines()
         try:
             async for chunk in self._upstream_events(lines):
                 if isinstance(chunk, bytes):
                     yield chunk  # keep-alive comment
                     continue
-                self.counts.update(chunk.pop("usage", None))
-                if not chunk.get("choices"):
-                    continue  # upstream's own usage-only chunk; ours comes last
-                t_last = self._observe_token_gap(model.id, t_start, t_last)
+                out = self.chunk(chunk)
+                if out is None:
+                    continue
+                t_last = self._observe_token_gap(ctx.model.id, t_start, t_last)
                 self.chunks += 1
-                chunk["model"], chunk["id"] = model.id, self.rid
-                yield self._sse(chunk)
+                yield out
                 if self.chunks % flush_every == 0:
-                    # So a crash bills what was produced up to here.
-                    c = self.counts
-                    self.p.ledger.progress(self.rid, c.prompt, c.completion, c.cached)
-            if self.counts.completion == 0:
-                self.counts.completion = self.chunks
-            usage = self.counts.billed(model)
-            final = {
-                "id": self.rid,
-                "object": self.obj,
-                "created": self.created,
-                "model": model.id,
-                "provider": "sglang-mx",
-                "choices": [],
-                "usage": usage,
-            }
+                    self.settle.progress(ctx)  # so a crash bills what was produced up to here
+            tail = self.closing()
             status, error = "ok", None
-            yield self._sse(final)
-            yield DONE
+            for part in tail:
+                yield part
         except (UpstreamStreamError, httpx.HTTPError, ProviderError) as e:
             status, error = "error", str(e) or type(e).__name__
             if isinstance(e, ProviderError):  # refused after the SSE response had started
@@ -163,17 +161,14 @@ class StreamRelay:
             else:
                 code = 408 if isinstance(e, httpx.TimeoutException) else 502
                 reason, msg = "upstream_stream_failed", f"upstream failed mid-stream: {error}"
-            self.p.metrics.errors.labels(str(code), reason).inc()
-            yield sse_error_event(self.rid, model.id, self.created, code, msg, reason, self.obj)
+            self.metrics.errors.labels(str(code), reason).inc()
+            yield self.error_event(code, msg, reason)
             yield DONE
         finally:
             if status == "aborted":
-                # Client gone: tell SGLang to free the request's KV now, not at the next token.
-                asyncio.ensure_future(self.p.upstream.abort(self.rid))
+                self.settle.abort_upstream(ctx)
             await self._close(lines)
-            self.p.finish(
-                self.rid, self.key, self.parsed, self.endpoint, status, self.counts, error
-            )
+            self.settle.finish(ctx, status, error)
 
     async def _close(self, lines: AsyncIterator) -> None:
         if not self.opening.done():

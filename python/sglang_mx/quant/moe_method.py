@@ -11,7 +11,7 @@ from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoeWeightScaleSupp
 from sglang.srt.layers.quantization.base_config import FusedMoEMethodBase
 from sglang.srt.utils import set_weight_attrs
 
-from sglang_mx.moe_dispatch import moe_dispatch
+from sglang_mx.quant.moe_dispatch import moe_dispatch
 from sglang_mx.quant.scheme import MxScheme
 
 BLOCK = 32
@@ -141,7 +141,7 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
         cached = getattr(self, "_routed_scale_value", None)
         if cached is not None:
             return cached
-        from sglang_mx.moe_dispatch import routed_scaling
+        from sglang_mx.quant.moe_dispatch import routed_scaling
 
         factor = getattr(layer.moe_runner_config, "routed_scaling_factor", None)
         decision = routed_scaling(layer)

@@ -120,3 +120,21 @@ def take_moe_layer(original, self, layer, prefix: str):
     from sglang_mx.quant.moe_method import MxFp4MoEMethod
 
     return MxFp4MoEMethod(scheme, prefix)
+
+
+def register() -> None:
+    """On a GPU node, hand SGLang's MXFP4 MoE layers to our method (AROUND hooks on its
+    `Mxfp4Config` and `QuarkConfig`); the plugin calls this when `moe_dispatch` says we own
+    the experts."""
+    from sglang_mx.sglang_version import hook
+
+    hook(
+        "sglang.srt.layers.quantization.mxfp4.Mxfp4Config.from_config",
+        remember_raw_config,
+        "AROUND",
+    )
+    for target in (
+        "sglang.srt.layers.quantization.mxfp4.Mxfp4Config.get_quant_method",
+        "sglang.srt.layers.quantization.quark.quark.QuarkConfig.get_quant_method",
+    ):
+        hook(target, take_moe_layer, "AROUND")

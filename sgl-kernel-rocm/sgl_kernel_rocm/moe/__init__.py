@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from sgl_kernel_rocm.moe.backend import BACKENDS as _BACKENDS
+from sgl_kernel_rocm.moe.backend import resolve_backend
 from sgl_kernel_rocm.moe.bf16 import fused_moe_bf16
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout, prepare_weights
 from sgl_kernel_rocm.moe.reference import (
@@ -32,18 +34,7 @@ __all__ = [
 ]
 
 _ACT_QUANTS = ("none", "mxfp4")
-_BACKENDS = ("auto", "torch", "triton")
 _PATHS = ("auto", "dot_scaled", "unpack")
-
-
-def resolve_backend(backend: str, device_type: str) -> str:
-    """The implementation `fused_moe_mxfp4` runs: "auto" is the torch reference for CPU tensors
-    and the Triton kernels for GPU tensors; "torch" and "triton" are taken as given."""
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
-    if backend == "auto":
-        return "torch" if device_type == "cpu" else "triton"
-    return backend
 
 
 def _validate(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, shared_output):

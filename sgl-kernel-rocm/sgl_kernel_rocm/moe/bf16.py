@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from sgl_kernel_rocm.moe.backend import resolve_backend
 from sgl_kernel_rocm.moe.reference import DequantizedExperts, fused_moe_reference
 
 # One decode-sized tile for every token count (no tuned table for bf16 weights): it passes the
@@ -27,8 +28,6 @@ def fused_moe_bf16(
 ) -> torch.Tensor:
     """SwiGLU MoE with bf16/fp16 weights w13 [E, 2I, H] (gate rows, then up) and w2 [E, H, I];
     otherwise as `fused_moe_mxfp4` (W4A16). backend "torch" is the reference."""
-    from sgl_kernel_rocm.moe import resolve_backend
-
     if w13.dtype not in (torch.bfloat16, torch.float16) or w2.dtype != w13.dtype:
         raise ValueError(f"w13/w2 must both be bf16 or fp16, got {w13.dtype} and {w2.dtype}")
     num_experts, two_inter, hidden = w13.shape

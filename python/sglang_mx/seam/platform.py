@@ -2,14 +2,14 @@
 
 Registered under the `sglang.srt.platforms` entry-point group. `activate()` only claims the
 process when no GPU is visible (or SGLANG_MX_FORCE_CPU=1), so on a GPU node SGLang keeps its
-in-tree CUDA/ROCm platform and only our general plugin (`sglang_mx.plugin`) is active.
+in-tree CUDA/ROCm platform and only our general plugin (`sglang_mx.seam.plugin`) is active.
 """
 
 from __future__ import annotations
 
 from sglang_mx.env import ENV
 
-PLATFORM_CLASS = "sglang_mx.platform_impl.MxCpuPlatform"
+PLATFORM_CLASS = "sglang_mx.seam.platform_impl.MxCpuPlatform"
 
 
 def activate() -> str | None:

@@ -231,3 +231,29 @@ def validate_checkpoint(model_dir: Path, serves_linears: bool = True) -> None:
                     f"tensor {name} has shape {info['shape']} but {config_path} "
                     f"implies {want} (checkpoint and config do not match)",
                 )
+
+
+def _validate_before_load(loader, *args, **kwargs):
+    """BEFORE hook on SGLang's model loader: check local checkpoints before reading weights."""
+    import os
+
+    model_config = kwargs.get("model_config")
+    path = getattr(model_config, "model_path", None)
+    if path and os.path.isdir(path):
+        from sglang_mx.env import ENV
+
+        # Our platform serves every layer on a CPU box; on a GPU node only the routed experts.
+        validate_checkpoint(path, serves_linears=ENV.platform_wanted())
+    return None
+
+
+def register_load_check() -> None:
+    """Validate a local checkpoint (truncated files, shapes against config.json) before SGLang's
+    `DefaultModelLoader.load_model` reads it, failing with the file's name."""
+    from sglang_mx.sglang_version import hook
+
+    hook(
+        "sglang.srt.model_loader.loader.DefaultModelLoader.load_model",
+        _validate_before_load,
+        "BEFORE",
+    )

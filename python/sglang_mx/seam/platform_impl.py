@@ -1,4 +1,4 @@
-"""The `mx_cpu` platform class (imported only once `sglang_mx.platform.activate` claims it)."""
+"""The `mx_cpu` platform class (imported only once `sglang_mx.seam.platform.activate` claims it)."""
 
 from __future__ import annotations
 

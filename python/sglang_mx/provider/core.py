@@ -1,43 +1,26 @@
-"""The provider's request path: authenticate, validate, limit, record in the ledger, call the
-upstream, bill. Streaming responses are relayed by `relay.py`."""
+"""The provider's core, shared by its two services (`openai_service`, `native_service`):
+keys (authenticate), spend and rate limits (admit), the ledger rows of one request and their
+billing (finish), upstream health."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
-from contextlib import AsyncExitStack
-from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
 
-from sglang_mx.provider import jsonio
+from sglang_mx.provider.context import RequestContext
 from sglang_mx.provider.errors import ProviderError, unauthorized
 from sglang_mx.provider.guards import UpstreamGuard
 from sglang_mx.provider.keys import ApiKey, KeyStore
 from sglang_mx.provider.ledger import Ledger
 from sglang_mx.provider.metrics import ProviderMetrics
-from sglang_mx.provider.native_service import NativeService
 from sglang_mx.provider.pricing import ModelPricing, load_pricing
 from sglang_mx.provider.ratelimit import RateLimiter
-from sglang_mx.provider.relay import StreamRelay
 from sglang_mx.provider.settings import ProviderSettings
-from sglang_mx.provider.sse_response import EventStreamResponse
 from sglang_mx.provider.upstream import Upstream
 from sglang_mx.provider.usage import TokenCounts
-from sglang_mx.provider.validation import (
-    ParsedRequest,
-    parse_json,
-    validate_chat,
-    validate_completion,
-)
-
-ENDPOINTS = {
-    "chat": ("/v1/chat/completions", validate_chat),
-    "completions": ("/v1/completions", validate_completion),
-}
-_DISCONNECT_POLL_S = 0.25
 
 
 class Provider:
@@ -58,7 +41,6 @@ class Provider:
         self._active_keys: tuple[float, int] = (float("-inf"), 0)
         self._spend: dict[str, tuple[float, float]] = {}  # key id -> (read at, USD spent)
         self.recovered = self.ledger.recover(self._cost_of)
-        self.native = NativeService(self)  # SGLang's native routes for sgl.RuntimeEndpoint
 
     def _cost_of(self, model_id: str, prompt: int, completion: int, cached: int) -> float:
         model = self.models.get(model_id)
@@ -139,110 +121,54 @@ class Provider:
             return self._active_keys[1] > 1
         return self.settings.isolation == "on"
 
-    # --- completions -----------------------------------------------------------------------
+    # --- one request --------------------------------------------------------------------------
 
-    async def handle(self, request: Request, endpoint: str) -> Response | EventStreamResponse:
-        path, validate = ENDPOINTS[endpoint]
-        key = self.authenticate(request)
-        parsed = validate(parse_json(await request.body()), self.models)
-        self.guard.check(parsed.upstream_body)
-        self.admit(key)
-        rid = f"gen-{uuid.uuid4().hex}"
-        body = dict(parsed.upstream_body, rid=rid)
-        if self.isolation_active():
-            body["cache_salt"] = self.keys.cache_salt(key.id)
-        self.ledger.start(rid, key.id, parsed.model.id)
-        if parsed.stream:
-            return await self._stream(request, endpoint, path, body, parsed, key, rid)
-        return await self._unary(request, endpoint, path, body, parsed, key, rid)
+    def new_context(self, key: ApiKey, model: ModelPricing, endpoint: str) -> RequestContext:
+        """A fresh request id, and the key's cache namespace when isolation is on."""
+        salt = self.keys.cache_salt(key.id) if self.isolation_active() else None
+        return RequestContext(f"gen-{uuid.uuid4().hex}", key, model, endpoint, salt)
+
+    def start_rows(self, ctx: RequestContext, rows: list[str]) -> None:
+        """Open the request's ledger rows (pending until `finish`)."""
+        ctx.rows = rows
+        ctx.counts = [TokenCounts() for _ in rows]
+        for row in rows:
+            self.ledger.start(row, ctx.key.id, ctx.model.id)
 
     def finish(
-        self,
-        rid: str,
-        key: ApiKey,
-        parsed: ParsedRequest,
-        endpoint: str,
-        status: str,
-        counts: TokenCounts,
-        error: str | None = None,
-    ) -> float:
-        cost = counts.cost(parsed.model)
+        self, ctx: RequestContext, status: str, error: str | None = None, zero: bool = False
+    ) -> None:
+        """Close every ledger row of `ctx` (with zero tokens when `zero`), once: a row already
+        finished is not billed again."""
+        for row, counts in zip(ctx.rows, ctx.counts, strict=True):
+            self._finish_row(ctx, row, TokenCounts() if zero else counts, status, error)
+
+    def _finish_row(
+        self, ctx: RequestContext, row: str, counts: TokenCounts, status: str, error: str | None
+    ) -> None:
+        model, key = ctx.model, ctx.key
+        cost = counts.cost(model)
         if self.ledger.finish(
-            rid, status, counts.prompt, counts.completion, counts.cached, cost, error
+            row, status, counts.prompt, counts.completion, counts.cached, cost, error
         ):
             self.limiter.add_tokens(key.id, counts.prompt + counts.completion)
             hit = self._spend.get(key.id)
             if hit is not None:
                 self._spend[key.id] = (hit[0], hit[1] + cost)
             self.metrics.record_usage(
-                parsed.model.id, counts.prompt, counts.completion, counts.cached, cost
+                model.id, counts.prompt, counts.completion, counts.cached, cost
             )
-            self.metrics.requests.labels(parsed.model.id, endpoint, status).inc()
-        return cost
+            self.metrics.requests.labels(model.id, ctx.endpoint, status).inc()
 
-    async def _unary(
-        self,
-        request: Request,
-        endpoint: str,
-        path: str,
-        body: dict[str, Any],
-        parsed: ParsedRequest,
-        key: ApiKey,
-        rid: str,
-    ) -> Response:
-        t0 = time.perf_counter()
-        call = asyncio.ensure_future(self.upstream.post_json(path, body))
-        # A client that leaves must not keep the upstream generating: watch for the disconnect.
-        while not call.done():
-            await asyncio.wait({call}, timeout=_DISCONNECT_POLL_S)
-            if not call.done() and await request.is_disconnected():
-                call.cancel()
-                asyncio.ensure_future(self.upstream.abort(rid))
-                self.finish(rid, key, parsed, endpoint, "aborted", TokenCounts(), "client left")
-                return Response(status_code=499)
-        try:
-            data = call.result()
-        except Exception as e:  # every request leaves the ledger finalized, whatever failed
-            self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), str(e)[:500])
-            raise
-        counts = TokenCounts()
-        counts.update(data.get("usage"))
-        self.metrics.ttft.labels(parsed.model.id).observe(time.perf_counter() - t0)
-        self.finish(rid, key, parsed, endpoint, "ok", counts)
-        data["usage"] = counts.billed(parsed.model)
-        data["model"] = parsed.model.id
-        data["id"] = rid
-        data["provider"] = "sglang-mx"
-        return Response(
-            jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": rid}
-        )
+    def progress(self, ctx: RequestContext) -> None:
+        """Write the counts so far, so a crash bills what was produced up to here."""
+        for row, c in zip(ctx.rows, ctx.counts, strict=True):
+            self.ledger.progress(row, c.prompt, c.completion, c.cached)
 
-    async def _stream(
-        self,
-        request: Request,
-        endpoint: str,
-        path: str,
-        body: dict[str, Any],
-        parsed: ParsedRequest,
-        key: ApiKey,
-        rid: str,
-    ) -> EventStreamResponse:
-        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
-        stack = AsyncExitStack()
-        opening = asyncio.ensure_future(stack.enter_async_context(self.upstream.stream(path, body)))
-        # Refusals that come quickly (upstream down, bad request) keep their HTTP status; a slow
-        # upstream gets an SSE response at once, with keep-alives until it answers.
-        await asyncio.wait({opening}, timeout=self.settings.keepalive_s)
-        if opening.done() and opening.exception() is not None:
-            await stack.aclose()
-            exc = opening.exception()
-            self.finish(rid, key, parsed, endpoint, "error", TokenCounts(), str(exc))
-            raise exc
-        relay = StreamRelay(self, stack, opening, rid, key, parsed, endpoint)
-        return EventStreamResponse(
-            relay.events(),
-            headers={"X-Request-Id": rid, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+    def abort_upstream(self, ctx: RequestContext) -> None:
+        """Client gone: tell SGLang to free the requests' KV now, not at the next token."""
+        for row in ctx.rows:  # `n` > 1 gets fresh rids upstream: the closed connection aborts
+            asyncio.ensure_future(self.upstream.abort(row))
 
     # --- health ----------------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-SHIM_ROOT = Path(__file__).parent / "_cpu_shims"
+from sglang_mx.sglang_version import check_version
+
+SHIM_ROOT = Path(__file__).parents[1] / "_cpu_shims"
 # package name -> folder holding our stand-in for it
 SHIMS = {"sgl_kernel": SHIM_ROOT / "sgl_kernel_shim", "torchvision": SHIM_ROOT / "torchvision_shim"}
 
@@ -25,6 +27,19 @@ def real_package_available(name: str) -> bool:
     return spec is not None and f"{os.sep}_cpu_shims{os.sep}" not in str(spec.origin or "")
 
 
+def refresh_is_cpu_cache() -> None:
+    """`sglang.srt.utils.common.is_cpu` is lru-cached and `python -m sglang.launch_server`
+    imports modules that call it before `load_plugins()` runs, so it can have cached False
+    before we set SGLANG_USE_CPU_ENGINE=1. Clearing the cache makes later callers (device
+    selection, model layers) see the CPU engine."""
+    check_version()
+    from sglang.srt.utils import common
+
+    fn = common.is_cpu
+    assert hasattr(fn, "cache_clear"), "sglang 0.5.23 caches is_cpu with lru_cache"
+    fn.cache_clear()
+
+
 def prepare_process() -> None:
     os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
     # Eager mode: inductor compiles the router on first request (11-19 s stall on 2 cores) for
@@ -33,13 +48,12 @@ def prepare_process() -> None:
     # Our Triton kernels (--attention-backend mx_triton, SGLANG_MX_MOE_BACKEND=triton) can only
     # run on a CPU through the interpreter; it is read when kernel modules are imported.
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from sglang_mx.patches import refresh_is_cpu_cache
-
     refresh_is_cpu_cache()
     for name, folder in SHIMS.items():
         shim = str(folder)
         if shim in sys.path or importlib.util.find_spec(name) is not None:
-            continue  # the real package, or the stand-in made venv-wide by sglang_mx.venv_shims
+            # The real package, or the stand-in made venv-wide by sglang_mx.seam.venv_shims.
+            continue
         sys.path.insert(0, shim)
         # Spawned children get sys.path from multiprocessing; subprocesses from PYTHONPATH.
         parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

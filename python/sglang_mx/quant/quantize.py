@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from sglang_mx.checkpoint import CheckpointError, load_config, open_shards
 from sglang_mx.quant import quark_layout
+from sglang_mx.quant.checkpoint import CheckpointError, load_config, open_shards
 from sglang_mx.quant.scheme import parse_scheme
 
 COPY_SUFFIXES = (".json", ".jinja", ".txt", ".model", ".tiktoken", ".py", ".md")

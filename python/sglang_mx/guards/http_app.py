@@ -13,7 +13,7 @@
   source file and line, which SGLang's handler sends to the client; ours lists the failing
   fields and messages only.
 
-`patches.guard_http_app` installs both on SGLang's app.
+`guards.hooks.install_http_guards` installs both on SGLang's app.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ vocabulary holds is a failed top-k), taking the whole server with it. A violatio
 `GuardViolation`, a ValueError: SGLang's `/generate` and OpenAI routes turn a ValueError raised
 during request validation into a 400 whose message names the field and the limit.
 
-Pure functions over plain values; `patches.guard_request_validation` wires them into SGLang's
+Pure functions over plain values; `guards.hooks` wires them into SGLang's
 tokenizer manager; the provider (`provider/guards.py`) reuses the token-id checks.
 """
 
@@ -101,9 +101,7 @@ def check_logit_bias(field: str, bias: Any, vocab_size: int) -> None:
         if token is None:
             raise GuardViolation(field, f"key {str(key)[:40]!r} is not an integer token id")
         if not 0 <= token < vocab_size:
-            raise GuardViolation(
-                field, f"key {token} is outside the vocabulary [0, {vocab_size})"
-            )
+            raise GuardViolation(field, f"key {token} is outside the vocabulary [0, {vocab_size})")
 
 
 def check_sampling_params(params: Any, limits: ModelLimits, prefix: str = "sampling_params"):
@@ -210,4 +208,3 @@ def check_generate(obj: Any, input_ids: Any, limits: ModelLimits) -> None:
     for name in ("priority", "bootstrap_room"):
         check_int(name, getattr(obj, name, None), -INT64_MAX - 1, INT64_MAX)
     check_int("bootstrap_port", getattr(obj, "bootstrap_port", None), 0, 65535)
-

@@ -2,10 +2,11 @@
 ones our plugin prepares, so SGLang's other entry points (`python -m sglang.benchmark.serving`,
 `sglang.bench_one_batch_server`, ...) import on a CPU box.
 
-`python -m sglang_mx.venv_shims [SITE_DIR]` writes one `.pth` file into the venv's site-packages
-(`scripts/setup.sh` does). Python runs its one line at start-up: it appends a stand-in's folder to
-`sys.path` only when the real package cannot be found, so a real `torchvision` or `sgl_kernel`
-(a GPU image) always wins, and appending keeps anything installed later ahead of the stand-in.
+`python -m sglang_mx.seam.venv_shims [SITE_DIR]` writes one `.pth` file into the venv's
+site-packages (`scripts/setup.sh` does). Python runs its one line at start-up: it appends a
+stand-in's folder to `sys.path` only when the real package cannot be found, so a real
+`torchvision` or `sgl_kernel` (a GPU image) always wins, and appending keeps anything installed
+later ahead of the stand-in.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import sysconfig
 from pathlib import Path
 
-from sglang_mx.cpu_setup import SHIMS
+from sglang_mx.seam.cpu_setup import SHIMS
 
 PTH_NAME = "sglang_mx_cpu_shims.pth"
 

@@ -1,0 +1,167 @@
+"""SGLang attention backend `mx_dsa`: MLA with DeepSeek Sparse Attention (GLM-5, DeepSeek-V3.2).
+
+SGLang 0.5.23 serves DSA models only through GPU kernels (its `dsa` backend). This backend
+covers them wherever the plugin runs: prefill, extend over a radix-cache prefix, chunked prefill,
+mixed prefill+decode batches and decode, over SGLang's own pools -- the paged latent cache of
+`DSATokenToKVPool` (page 64) and its FP8 index-key pages (index_k_pages). The math is torch
+(dsa_math) on CPU; on a GPU, decode runs sgl_kernel_rocm's Triton MLA/DSA/indexer kernels
+(dsa_triton), and extend stays on torch; no CUDA graphs yet (--disable-cuda-graph).
+Model side: DeepseekV2AttentionMLA asks `AttentionBackendRegistry` (models/deepseek_common) how
+to run; our handler always answers MLA (absorbed), so attention gets q = [q_nope W_UK | q_pe]
+[T, H, 576], k = [c_kv | k_pe] and `topk_indices` from the indexer (indexer_forward_native,
+which finds this backend and the pool through SGLang's forward_context accessors; GLM-5.2
+shares one top-k with the next layer).
+
+SGLang-private access (0.5.23): ModelRunner.req_to_token_pool /
+token_to_kv_pool / device / page_size, ForwardBatch fields (req_pool_indices, seq_lens_cpu,
+extend_seq_lens_cpu, out_cache_loc, forward_mode), MLATokenToKVPool.set_kv_buffer /
+get_key_buffer, DSATokenToKVPool.get_index_k_with_scale_buffer / index_page_size, RadixAttention
+fields (layer_id, tp_q_head_num, v_head_dim, scaling). The version is checked when the backend is
+registered (`registry.py`); this module is imported only when a runner creates the backend.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+
+from sglang_mx.attention import dsa_indexer, dsa_math
+
+BACKEND_NAME = "mx_dsa"
+# Force the Triton decode kernels (on a CPU: through TRITON_INTERPRET=1), for tests.
+FORCE_TRITON_ENV = "SGLANG_MX_DSA_TRITON"
+
+
+def _use_triton(device: Any) -> bool:
+    return str(device).startswith("cuda") or os.environ.get(FORCE_TRITON_ENV) == "1"
+
+
+def requests_of(forward_batch: Any, req_to_token: torch.Tensor) -> list[dsa_math.Request]:
+    """The batch as requests (new tokens at the end of each request's cached tokens)."""
+    seq_lens = forward_batch.seq_lens_cpu
+    if seq_lens is None:
+        seq_lens = forward_batch.seq_lens.cpu()
+    seq_lens = [int(n) for n in seq_lens.tolist()]
+    if forward_batch.forward_mode.is_decode_or_idle():
+        extends = [1] * len(seq_lens)
+    else:
+        extends = [int(n) for n in forward_batch.extend_seq_lens_cpu]
+    rows = forward_batch.req_pool_indices.tolist()
+    out, start = [], 0
+    for row, n, e in zip(rows, seq_lens, extends, strict=True):
+        out.append(dsa_math.Request(start, e, n, req_to_token[row, :n].long()))
+        start += e
+    return out
+
+
+class MxDsaAttnBackend(AttentionBackend):
+    """MLA (+ DSA top-k) over SGLang's paged latent and FP8 index-key pools."""
+
+    def __init__(self, model_runner: Any) -> None:
+        super().__init__()
+        self.device = model_runner.device
+        self.req_to_token = model_runner.req_to_token_pool.req_to_token
+        self.token_to_kv_pool = model_runner.token_to_kv_pool
+        self.page_size = int(model_runner.page_size)
+        self.kv_lora_rank = int(self.token_to_kv_pool.kv_lora_rank)
+        self.use_triton = _use_triton(self.device)
+        self.requests: list[dsa_math.Request] = []
+        self.decode = False
+        self.table: torch.Tensor | None = None
+        self.seq_lens: torch.Tensor | None = None
+
+    def init_forward_metadata(self, forward_batch: Any) -> None:
+        mode = forward_batch.forward_mode
+        self.decode = mode.is_decode_or_idle()
+        self.requests = [] if mode.is_idle() else requests_of(forward_batch, self.req_to_token)
+        self.table = self.seq_lens = None
+        if self.use_triton and self.decode and self.requests:
+            from sglang_mx.attention import dsa_triton
+
+            self.seq_lens = forward_batch.seq_lens.to(torch.int32)
+            rows = self.req_to_token[forward_batch.req_pool_indices]
+            self.table = dsa_triton.block_table(rows, self.seq_lens, self.page_size)
+
+    # -- indexer (called by indexer_forward_native) --------------------------------------
+
+    def index_topk(self, query, weights, index_buf, forward_batch, top_k: int):
+        page = int(getattr(self.token_to_kv_pool, "index_page_size", self.page_size))
+        if self.table is not None:
+            from sglang_mx.attention import dsa_triton
+
+            return dsa_triton.index_topk_decode(
+                query, weights, index_buf, page, self.table, self.seq_lens, top_k
+            )
+        return dsa_math.index_topk(query, weights, index_buf, page, self.requests, top_k)
+
+    # -- attention ----------------------------------------------------------------------
+
+    def _attend(self, q, k, v, layer, forward_batch, save_kv_cache, topk_indices):
+        if save_kv_cache and k is not None:
+            self.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)
+        heads = layer.tp_q_head_num
+        q3 = q.reshape(q.shape[0], heads, -1)
+        kv_buf = self.token_to_kv_pool.get_key_buffer(layer.layer_id)
+        if self.table is not None:
+            from sglang_mx.attention import dsa_triton
+
+            o = dsa_triton.mla_decode_paged(
+                q3,
+                kv_buf,
+                self.page_size,
+                self.table,
+                self.seq_lens,
+                layer.scaling,
+                topk_indices,
+            )
+        else:
+            o = dsa_math.mla_attend(
+                q3, kv_buf, self.requests, layer.scaling, self.kv_lora_rank, topk_indices
+            )
+        return o.reshape(q.shape[0], heads * self.kv_lora_rank)
+
+    def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kw):
+        return self._attend(q, k, v, layer, forward_batch, save_kv_cache, kw.get("topk_indices"))
+
+    def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kw):
+        return self._attend(q, k, v, layer, forward_batch, save_kv_cache, kw.get("topk_indices"))
+
+    def support_triton(self) -> bool:
+        return True
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+        raise RuntimeError(
+            f"--attention-backend {BACKEND_NAME} has no CUDA-graph support yet; launch "
+            "with --disable-cuda-graph"
+        )
+
+
+def _handle_mla(attn: Any, forward_batch: Any) -> Any:
+    """AttentionBackendRegistry handler: always the absorbed MLA path (no MHA prefill)."""
+    from sglang.srt.models.deepseek_common.attention_forward_methods.forward_methods import (
+        AttnForwardMethod,
+    )
+
+    return AttnForwardMethod.MLA
+
+
+def create(runner: Any) -> MxDsaAttnBackend:
+    """The backend for `runner` (MLA models only); tells SGLang's DeepSeek-family dispatch
+    registry and the DSA indexer about it."""
+    if not runner.use_mla_backend:
+        raise ValueError(
+            f"--attention-backend {BACKEND_NAME} serves MLA models (DeepSeek/GLM-5 family); "
+            "use mx_triton or torch_native for GQA/MHA models"
+        )
+    from sglang.srt.models.deepseek_common.attention_backend_handler import (
+        AttentionBackendRegistry,
+    )
+
+    AttentionBackendRegistry.register(BACKEND_NAME, _handle_mla)
+    dsa_indexer.register()
+    if not str(runner.device).startswith("cpu"):
+        dsa_indexer.route_gpu_indexer()
+    return MxDsaAttnBackend(runner)

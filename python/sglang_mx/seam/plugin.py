@@ -1,0 +1,44 @@
+"""General SGLang plugin (`sglang.srt.plugins` entry point), run by `load_plugins()` in every
+SGLang process: main, tokenizer, scheduler, detokenizer.
+
+Each hook into SGLang lives with its concern; `register()` only wires them, in this order:
+(1) a CPU-only box is made ready for SGLang's CPU engine (`cpu_setup`), (2) the request guards
+(`guards.hooks`), (3) on a CPU box, what DSA models need there (`attention.dsa_cpu`), (4) the
+`mx_triton` and `mx_dsa` attention backends, (5) the checkpoint check before SGLang loads
+weights (`checkpoint`), (6) on a GPU node, the MXFP4 MoE takeover (`quant.takeover`).
+"""
+
+from __future__ import annotations
+
+from sglang_mx.env import ENV
+from sglang_mx.quant.moe_dispatch import moe_dispatch
+from sglang_mx.sglang_version import check_version
+
+_registered = False
+
+
+def register() -> None:
+    global _registered
+    if _registered or ENV.disabled:
+        return
+    _registered = True
+    cpu_box = ENV.platform_wanted()
+    if cpu_box:
+        from sglang_mx.seam import cpu_setup
+
+        cpu_setup.prepare_process()
+    from sglang_mx.attention import dsa_cpu, registry
+    from sglang_mx.guards import hooks as guard_hooks
+    from sglang_mx.quant import checkpoint
+
+    check_version()
+    if ENV.guards:
+        guard_hooks.register()
+    if cpu_box:
+        dsa_cpu.register()
+    registry.register()
+    checkpoint.register_load_check()
+    if not cpu_box and moe_dispatch().owner == "sglang_mx":
+        from sglang_mx.quant import takeover
+
+        takeover.register()

@@ -1,0 +1,157 @@
+"""The import graph of our two packages: no circles, at any floor, and no module importing a
+package it sits inside. Read from the source (ast), every import counted, lazy ones inside
+functions included: a lazy import is still a dependency, only a later one."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"sglang_mx": ROOT / "python", "sgl_kernel_rocm": ROOT / "sgl-kernel-rocm"}
+
+
+def modules(package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py of `package` (a package is its __init__)."""
+    base = PACKAGES[package]
+    out = {}
+    for path in sorted((base / package).rglob("*.py")):
+        parts = list(path.relative_to(base).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest known module `name` starts with (an imported function resolves to its
+    module), or None for a module of someone else."""
+    parts = name.split(".")
+    while parts:
+        if ".".join(parts) in known:
+            return ".".join(parts)
+        parts.pop()
+    return None
+
+
+def import_graph(known: dict[str, Path]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in known.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = mod.split(".")
+                    anchor = anchor[: len(anchor) - node.level + (1 if is_pkg else 0)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                names = [f"{base}.{a.name}" for a in node.names]
+            for name in names:
+                target = _resolve(name, known)
+                if target is not None and target != mod:
+                    graph[mod].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(set(graph) | {w for ws in graph.values() for w in ws}):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def floor_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """Imports between the direct children of `package` (each child stands for everything
+    below it); imports inside one child are that child's own floor."""
+    prefix = package + "."
+
+    def child(mod: str) -> str | None:
+        if not mod.startswith(prefix):
+            return None
+        return prefix + mod[len(prefix) :].split(".")[0]
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for src, targets in graph.items():
+        for dst in targets:
+            a, b = child(src), child(dst)
+            if a and b and a != b:
+                out[a].add(b)
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_import_circles_at_any_floor(package):
+    known = modules(package)
+    graph = import_graph(known)
+    found = [("modules", c) for c in cycles(graph)]
+    for pkg, path in known.items():
+        if path.name == "__init__.py":
+            found += [(pkg, c) for c in cycles(floor_graph(graph, pkg))]
+    assert not found, "import circles:\n" + "\n".join(f"  {f}: {' <-> '.join(c)}" for f, c in found)
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_import_climbs_back_up(package):
+    """A module never imports a package it belongs to: a package's __init__ may use its
+    modules, never the other way round."""
+    known = modules(package)
+    graph = import_graph(known)
+    up = sorted(
+        f"{src} -> {dst}"
+        for src, targets in graph.items()
+        for dst in targets
+        if src.startswith(dst + ".") and known[dst].name == "__init__.py"
+    )
+    assert not up, "imports climbing up:\n  " + "\n  ".join(up)
+
+
+def test_the_checker_sees_a_planted_circle(tmp_path, monkeypatch):
+    """The checks above cannot pass by reading nothing: a planted circle is found."""
+    pkg = tmp_path / "planted"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from planted import a\n")
+    (pkg / "a.py").write_text("def f():\n    from planted.b import g\n")
+    (pkg / "b.py").write_text("from . import a\n")
+    monkeypatch.setitem(PACKAGES, "planted", tmp_path)
+    known = modules("planted")
+    graph = import_graph(known)
+    assert cycles(graph) == [["planted.a", "planted.b"]]
+    assert graph["planted.sub"] == {"planted.a"}
+    with pytest.raises(AssertionError, match="planted.a <-> planted.b"):
+        test_no_import_circles_at_any_floor("planted")
+    with pytest.raises(AssertionError, match="planted.sub.x -> planted"):
+        (pkg / "sub" / "x.py").write_text("import planted\n")
+        test_no_import_climbs_back_up("planted")

@@ -46,17 +46,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
-@pytest.fixture(scope="session")
-def mxfp4_server_handle():
-    """One real SGLang server on the bundled MXFP4 model, shared by the session."""
-    from sglang_mx.assets import bundled_model_path
+def _session_server(model, args):
     from sglang_mx.testing.server import start_server
 
-    handle = start_server(bundled_model_path("mxfp4"), ["--enable-cache-report"])
+    handle = start_server(model, args)
     try:
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture(scope="session")
+def mxfp4_server_handle():
+    """One real SGLang server on the bundled MXFP4 model, shared by the session."""
+    from sglang_mx.assets import bundled_model_path
+
+    yield from _session_server(bundled_model_path("mxfp4"), ["--enable-cache-report"])
 
 
 @pytest.fixture(scope="session")
@@ -69,14 +74,9 @@ def mxfp4_server(mxfp4_server_handle):
 def default_server_handle():
     """One real SGLang server on what `sglang-mx serve` serves by default (the bundled GLM-5
     MXFP4 model: mx_dsa attention, MLA + DSA, page 64, chunked prefill), shared by the session."""
-    from sglang_mx.testing.server import default_serve_args, start_server
+    from sglang_mx.testing.server import default_serve_args
 
-    model, args = default_serve_args()
-    handle = start_server(model, args)
-    try:
-        yield handle
-    finally:
-        handle.stop()
+    yield from _session_server(*default_serve_args())
 
 
 @pytest.fixture(scope="session")

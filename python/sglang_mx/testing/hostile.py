@@ -293,8 +293,11 @@ def hostile_bodies(draw, route: str, t: Target) -> dict[str, Any]:
     nested = _nested_sampling_fields(t)
     for name in names:
         value = draw(fields[name])
-        if route == "/generate" and name in nested:
-            body["sampling_params"][name] = value  # /generate nests sampling fields
+        params = body.get("sampling_params")
+        # /generate nests sampling fields, unless a hostile `sampling_params` drawn earlier
+        # replaced the object (a list, a string ...): then the field goes at the top level.
+        if route == "/generate" and name in nested and isinstance(params, dict):
+            params[name] = value
         else:
             body[name] = value
     if draw(st.integers(0, 9)) == 0:  # an unknown field now and then

@@ -7,19 +7,14 @@ import argparse
 import json
 
 DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
-DEFAULT_LAYOUTS = "tp8,tp4xdp2,tp2xdp4,tp8-dpattn8"
 
 
-def _run(args: argparse.Namespace) -> int:
-    from sglang_mx.bench.hardware import get_hardware
-    from sglang_mx.bench.layout import parse_layout
-    from sglang_mx.bench.modelspec import load_model
-    from sglang_mx.bench.roofline import Precision, Workload, limits
+def precision_from_args(args: argparse.Namespace):
+    """The roofline's Precision from the shared --expert-bits/--expert-dtype/--dense-dtype/
+    --kv-dtype flags (also used by `sglang-mx plan`)."""
+    from sglang_mx.bench.roofline import Precision
 
-    model = load_model(args.model)
-    hw = get_hardware(args.hardware)
-    work = Workload(args.input_len, args.output_len, args.hit_rate)
-    prec = Precision(
+    return Precision(
         expert_bits=args.expert_bits,
         dense_bytes=DTYPE_BYTES[args.dense_dtype],
         kv_bytes=DTYPE_BYTES[args.kv_dtype],
@@ -27,6 +22,21 @@ def _run(args: argparse.Namespace) -> int:
         dense_dtype=args.dense_dtype,
         attn_dtype=args.dense_dtype,
     )
+
+
+DEFAULT_LAYOUTS = "tp8,tp4xdp2,tp2xdp4,tp8-dpattn8"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sglang_mx.bench.hardware import get_hardware
+    from sglang_mx.bench.layout import parse_layout
+    from sglang_mx.bench.modelspec import load_model
+    from sglang_mx.bench.roofline import Workload, limits
+
+    model = load_model(args.model)
+    hw = get_hardware(args.hardware)
+    work = Workload(args.input_len, args.output_len, args.hit_rate)
+    prec = precision_from_args(args)
     rows = []
     for name in args.layout.split(","):
         lim = limits(model, hw, parse_layout(name), work, prec, args.concurrency, args.reserve)

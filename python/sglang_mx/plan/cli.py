@@ -8,7 +8,8 @@ import argparse
 import re
 import sys
 
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+from sglang_mx.bench.roofline_cli import DTYPE_BYTES
+
 _SHORT = re.compile(r"^(\d+(?:\.\d+)?)k-(\d+(?:\.\d+)?)k-(\d+)$")
 
 
@@ -49,21 +50,14 @@ def _floats(text: str | None, name: str) -> list[float]:
 def build_deployment(args, layout):
     from sglang_mx.bench.hardware import get_hardware
     from sglang_mx.bench.modelspec import load_model
-    from sglang_mx.bench.roofline import Precision
+    from sglang_mx.bench.roofline_cli import precision_from_args
     from sglang_mx.plan.efficiency import get_profile
     from sglang_mx.plan.links import get_link, link_for
     from sglang_mx.plan.planner import Deployment
     from sglang_mx.plan.stepcost import Speculative
 
     hw = get_hardware(args.hardware)
-    prec = Precision(
-        expert_bits=args.expert_bits,
-        dense_bytes=DTYPE_BYTES[args.dense_dtype],
-        kv_bytes=DTYPE_BYTES[args.kv_dtype],
-        expert_dtype=args.expert_dtype,
-        dense_dtype=args.dense_dtype,
-        attn_dtype=args.dense_dtype,
-    )
+    prec = precision_from_args(args)
     link = (
         None
         if args.link == "none"

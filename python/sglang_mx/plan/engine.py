@@ -18,7 +18,7 @@ from sglang_mx.plan.config import (
     WAITING_QUEUE_PREFIX_MATCH_MAX,
     SchedulerConfig,
 )
-from sglang_mx.plan.radix import RadixSim
+from sglang_mx.plan.radix import RadixSim, truncate_runs
 from sglang_mx.plan.request import SimRequest
 from sglang_mx.plan.stepcost import Work
 
@@ -285,7 +285,7 @@ class Engine:
         r.out += k
 
     def _insert(self, r: SimRequest, now: float) -> None:
-        runs = _prefix_runs(r.fill_runs(), r.prefix)
+        runs = truncate_runs(r.fill_runs(), r.prefix)
         node, _ = self.cache.insert(runs, now)
         aligned = r.prefix - r.prefix % self.cfg.page_size
         moved = max(aligned - r.inserted, 0) if not self.cache.disabled else 0
@@ -300,13 +300,3 @@ class Engine:
         self._free(r)
         if final:
             r.finish = end
-
-
-def _prefix_runs(runs, length: int):
-    out, left = [], length
-    for key, n in runs:
-        if left <= 0:
-            break
-        out.append((key, min(n, left)))
-        left -= n
-    return out

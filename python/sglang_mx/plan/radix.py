@@ -78,7 +78,7 @@ class RadixSim:
         matched -= matched % self.page_size
         if matched == 0:
             return self.root, 0
-        node, got = self._walk(_truncate(runs, matched), now, split=True)
+        node, got = self._walk(truncate_runs(runs, matched), now, split=True)
         assert got == matched
         return node, matched
 
@@ -87,7 +87,7 @@ class RadixSim:
         if self.disabled:
             return self.root, 0
         total = sum(n for _, n in runs)
-        runs = _truncate(runs, total - total % self.page_size)
+        runs = truncate_runs(runs, total - total % self.page_size)
         node, matched = self._walk(runs, now, split=True)
         added = 0
         pos = 0
@@ -142,7 +142,8 @@ class RadixSim:
             stack.extend(x.children.values())
 
 
-def _truncate(runs: list[Run], length: int) -> list[Run]:
+def truncate_runs(runs: list[Run], length: int) -> list[Run]:
+    """The first `length` tokens of a run list."""
     out, left = [], length
     for key, n in runs:
         if left <= 0:

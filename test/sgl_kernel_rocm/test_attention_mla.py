@@ -70,8 +70,10 @@ def test_mla_and_dsa_with_wide_head_blocks(monkeypatch, heads, block_h):
     import importlib
 
     mla_mod = importlib.import_module("sgl_kernel_rocm.attention.mla_decode")
-    real = mla_mod.resolve_config
-    monkeypatch.setattr(mla_mod, "resolve_config", lambda *a: {**real(*a), "BLOCK_H": block_h})
+    real = mla_mod._common.resolve_config
+    monkeypatch.setattr(
+        mla_mod._common, "resolve_config", lambda *a: {**real(*a), "BLOCK_H": block_h}
+    )
     assert mla_mod.mla_block_h({"BLOCK_H": block_h}, heads) == min(
         block_h, 64 if heads > 32 else 32
     )
@@ -108,7 +110,7 @@ def test_dsa_sparse_decode_duplicates_and_short_lists(kv_dtype, splits, page):
     assert torch.equal(out[3], torch.zeros_like(out[3]))
 
 
-@pytest.mark.parametrize("page", [1, 16])
+@pytest.mark.parametrize("page", [1, 16, 64])  # 64: one page per 64-key tile (one page id)
 def test_dsa_indexer_scores_and_topk(page):
     lens = [1, 40, 257]
     g, k, bt, seq = _cache(77 + page, page, lens, torch.float8_e4m3fn, dim=128)
@@ -160,3 +162,37 @@ def test_dsa_indexer_loops_over_tiles_in_chunks(monkeypatch):
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
     fin = torch.isfinite(ref)
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sm90", "gfx950", "gfx942", "sm100"])
+def test_dsa_splits_the_selected_keys_at_small_batch(arch):
+    """At batch 1 the 2,048 selected keys are spread over >= 8 programs on every shipped
+    table (a program per head block and split, each writing its own partial), so a lone
+    request does not run on a handful of CUs/SMs."""
+    from sgl_kernel_rocm.attention import _common
+    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+    from sgl_kernel_rocm.tuning import get_config
+
+    for heads in (8, 64):
+        cfg, _ = get_config("decode_dsa", arch, 1, f"h{heads}_d576_kvfp8",
+                            _common.gpu_decode_heuristic)  # fmt: skip
+        head_blocks = -(-heads // mla_block_h(cfg, heads))
+        splits = _common.plan_splits(cfg, head_blocks, 2048)
+        assert head_blocks * splits >= 8, (arch, heads, cfg)
+
+
+def test_split_merge_is_deterministic():
+    """The split merge sums the partials in a fixed order in one program per row: no kernel of
+    the attention package uses atomics, so a decode gives the same bits on every run."""
+    import pathlib
+
+    import sgl_kernel_rocm.attention as pkg
+
+    for path in pathlib.Path(pkg.__file__).parent.glob("*.py"):
+        assert "atomic_" not in path.read_text(), f"{path.name} uses an atomic"
+    g, kv, bt, seq = _cache(3, 16, [40, 200], torch.float8_e4m3fn)
+    q = torch.randn(2, HEADS, D_QK, generator=g).to(torch.bfloat16)
+    idx = torch.randint(-1, 200, (2, 96), generator=g, dtype=torch.int32)
+    runs = [dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.5, num_splits=6) for _ in range(2)]
+    assert torch.equal(runs[0], runs[1])
+    _check(runs[0], dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.5))

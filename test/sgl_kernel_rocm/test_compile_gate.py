@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from sgl_kernel_rocm.compile_check import isa
+from sgl_kernel_rocm.compile_check import converts, isa
 from sgl_kernel_rocm.compile_check.archs import ARCHS, is_amd
 from sgl_kernel_rocm.compile_check.build import run_matrix, triton_version
 from sgl_kernel_rocm.compile_check.cases import PKG, Case, all_cases
@@ -153,6 +153,23 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             "no global load attributed to the 'weights' stream",
         ),
     }
+    if arch != "gfx942":  # Triton 3.8 keeps this gfx942 (FNUZ) convert in one layout
+        fp8 = "*fp8e4nv"
+        out["converted_twice"] = (
+            Case(
+                kernel="planted.twice",
+                fn="twice_converted_kernel",
+                label="planted",
+                module="planted_kernels",
+                pointers=(("q_ptr", "*bf16"), ("kv_ptr", fp8), ("out_ptr", "*fp32")),
+                ints=(("n", 4096),),
+                constexprs=(),
+                num_warps=4,
+                expect=("convert_once",),
+                **common | {"stream": "kv", "stream_bytes_per_iter": 8192},
+            ),
+            "converts each 'kv' tile 2 times per iteration",
+        )
     if arch == "gfx950":
         scaled = {"kernel": "planted.scaled_dot", "module": "planted_kernels",
                   "fn": "scaled_dot_kernel", "num_warps": 4, **common}  # fmt: skip
@@ -341,6 +358,33 @@ TTGIR = "\n".join(
         '#loc6 = loc("/pkg/moe/_kernels.py":120:12)',
     ]
 )
+
+
+TTGIR_CONVERTS = "\n".join(
+    [
+        "    %kv = tt.load %p, %m : tensor<64x128x!tt.ptr<f8E4M3FN>, #blocked> loc(#loc1)",
+        "    %a = ttg.convert_layout %kv : tensor<64x128xf8E4M3FN, #blocked> -> tensor<64x128xf8E4M3FN, #linear> loc(#loc2)",  # noqa: E501
+        "    %b = ttg.local_alloc %kv : (tensor<64x128xf8E4M3FN, #blocked>) -> !ttg.memdesc<64x128xf8E4M3FN, #shared, #smem> loc(#loc2)",  # noqa: E501
+        "    %c = ttg.local_load %b : !ttg.memdesc<64x128xf8E4M3FN, #shared, #smem> -> tensor<64x128xf8E4M3FN, #dot1> loc(#loc2)",  # noqa: E501
+        "    %x = tt.fp_to_fp %a : tensor<64x128xf8E4M3FN, #linear> -> tensor<64x128xbf16, #linear> loc(#loc2)",  # noqa: E501
+        "    %y = tt.fp_to_fp %c : tensor<64x128xf8E4M3FN, #dot1> -> tensor<64x128xbf16, #dot1> loc(#loc2)",  # noqa: E501
+        "    %r = tt.load %p2 : tensor<64x64x!tt.ptr<f8E4M3FN>, #blocked> loc(#loc3)",
+        '    %w:2 = tt.elementwise_inline_asm "{ and.b32 $0, $2, 0x7F; }" {constraints = "=r,=r,r", packed_element = 4 : i32} %r : tensor<64x64xf8E4M3FN, #blocked> -> tensor<64x64xbf16, #blocked>, tensor<64x64xi8, #blocked> loc(#loc3)',  # noqa: E501
+        "    %d = tt.dot %q, %w#0, %acc : tensor<16x64xbf16> * tensor<64x64xbf16> -> tensor<16x64xf32, #mma> loc(#loc3)",  # noqa: E501
+        '#loc1 = loc("/pkg/attention/mla_decode.py":90:12)',
+        '#loc2 = loc("/pkg/attention/mla_decode.py":99:8)',
+        '#loc3 = loc("/pkg/attention/mla_decode.py":93:12)',
+    ]
+)
+
+
+def test_ttgir_convert_count_follows_views_of_each_load():
+    """A convert applied in two layouts of one load counts 2; the inline-asm bit move of the
+    other stream counts once; the dot that reads it is not a convert."""
+    streams = {("mla_decode.py", 90): "kv", ("mla_decode.py", 93): "kv_rope"}
+    assert converts.ttgir_stream_converts(TTGIR_CONVERTS, streams) == {"kv": 2, "kv_rope": 1}
+    once = TTGIR_CONVERTS.replace("tt.fp_to_fp %c", "tt.trans %c")
+    assert converts.ttgir_stream_converts(once, streams) == {"kv": 1, "kv_rope": 1}
 
 
 def test_ttgir_attribution_and_warp_redundancy():

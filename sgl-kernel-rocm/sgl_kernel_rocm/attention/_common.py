@@ -16,6 +16,7 @@ import torch
 from sgl_kernel_rocm.arch import current_arch
 from sgl_kernel_rocm.tuning import get_config
 
+Scale = float | torch.Tensor | None  # a dequant scale: a number, a device tensor, or 1.0
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 MAX_SPLITS = 64  # bound of the runtime split count (the merge kernel's constexpr tile)
@@ -65,6 +66,17 @@ def resolve_config(op: str, batch: int, shape_key: str) -> dict[str, Any]:
     return cfg
 
 
+def launch_options(cfg: dict[str, Any], q: torch.Tensor) -> dict[str, Any]:
+    """What every decode launch passes besides its tiles: warps and stages from the config, and
+    UPCAST (fp32 dots) in the interpreter, whose bf16 tl.dot is wrong (triton #11584), or for
+    fp32 queries."""
+    return {
+        "UPCAST": interpreting() or q.dtype == torch.float32,
+        "num_warps": int(cfg["num_warps"]),
+        "num_stages": int(cfg["num_stages"]),
+    }
+
+
 def plan_splits(cfg: dict[str, Any], programs_per_split: int, max_len: int) -> int:
     """Flash-decoding split count: enough programs to fill the GPU, but never tiny splits.
 
@@ -95,7 +107,7 @@ def check_splits(num_splits: int | None) -> None:
         raise ValueError(f"num_splits={num_splits} is outside [1, {MAX_SPLITS}]")
 
 
-def scale_vector(scale: float | torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
+def scale_vector(scale: Scale, n: int, device: torch.device) -> torch.Tensor:
     """Dequant scales as an fp32 vector of length n (one per KV head); None means 1.0.
 
     A python number becomes a device fill (no host-to-device copy that could wait on the

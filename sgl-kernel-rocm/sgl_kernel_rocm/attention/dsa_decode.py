@@ -3,14 +3,16 @@
 indices [B, K] (int32, K = 2,048 for GLM-5) are logical positions within each request, mapped to
 the paged latent cache through block_table. Entries < 0 or >= seq_len are skipped (so a list may
 hold fewer valid entries than K); duplicates are attended as often as they are listed, exactly
-like the gather in the reference. Kernel body: mla_decode._mla_decode_split_kernel(SPARSE=True).
+like the gather in the reference. Kernel and launcher: mla_decode (its `indices` path).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from sgl_kernel_rocm.attention.mla_decode import mla_decode_ref, mla_launch
+from sgl_kernel_rocm.attention.mla_decode import mla_decode, mla_decode_ref
 
 
 def dsa_sparse_decode(
@@ -19,51 +21,24 @@ def dsa_sparse_decode(
     block_table: torch.Tensor,
     seq_lens: torch.Tensor,
     indices: torch.Tensor,
-    *,
-    kv_scale: float | torch.Tensor | None = None,
-    sm_scale: float | None = None,
-    num_splits: int | None = None,
-    out: torch.Tensor | None = None,
-    return_lse: bool = False,
-    max_seq_len: int | None = None,
+    **options: Any,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Sparse absorbed-MLA decode of q [B, H, 512+64] over `indices` [B, K] -> [B, H, 512].
 
-    No host sync; the split plan uses K (and `max_seq_len`, a host int, when shorter)."""
+    `options` are mla_decode's keywords (kv_scale, sm_scale, num_splits, out, return_lse,
+    max_seq_len). No host sync; the split plan uses K (and `max_seq_len` when shorter)."""
     if indices.dim() != 2 or indices.shape[0] != q.shape[0]:
         raise ValueError(f"indices must be [batch={q.shape[0]}, top_k], got {tuple(indices.shape)}")
     if indices.dtype not in (torch.int32, torch.int64) or indices.stride(-1) != 1:
         raise ValueError("indices must be a contiguous int32/int64 tensor")
-    return mla_launch(
-        q,
-        kv_cache,
-        block_table,
-        seq_lens,
-        indices,
-        op="decode_dsa",
-        kv_scale=kv_scale,
-        sm_scale=sm_scale,
-        num_splits=num_splits,
-        out=out,
-        return_lse=return_lse,
-        max_seq_len=max_seq_len,
-    )
+    return mla_decode(q, kv_cache, block_table, seq_lens, indices=indices, **options)
 
 
 # ----------------------------------------------------------------------------- reference
 
 
-def dsa_sparse_decode_ref(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    indices: torch.Tensor,
-    *,
-    kv_scale: float | torch.Tensor | None = None,
-    sm_scale: float | None = None,
-) -> torch.Tensor:
-    """Float64 reference of dsa_sparse_decode."""
-    return mla_decode_ref(
-        q, kv_cache, block_table, seq_lens, kv_scale=kv_scale, sm_scale=sm_scale, indices=indices
-    )
+def dsa_sparse_decode_ref(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
+    """Float64 reference of dsa_sparse_decode, with its arguments (q, kv_cache, block_table,
+    seq_lens, indices; kv_scale, sm_scale): mla_decode_ref over the listed positions."""
+    *dense, indices = tensors
+    return mla_decode_ref(*dense, indices=indices, **options)

@@ -16,7 +16,7 @@ import triton.language as tl
 from sgl_kernel_rocm.attention._common import (
     check_block_table,
     context_bound,
-    interpreting,
+    launch_options,
     next_pow2,
     resolve_config,
 )
@@ -74,7 +74,13 @@ def _indexer_score_kernel(
         offs_n = n0 + tl.arange(0, BLOCK_N)
         in_row = offs_n < stride_ob  # the score row is never wider than the block table
         n_mask = (offs_n < seq_len) & in_row
-        page = tl.load(bt_row + offs_n // PAGE, mask=n_mask, other=0).to(tl.int64)
+        if PAGE % BLOCK_N == 0:
+            # The tile lies in one page: one page-id load, then its keys and scales are
+            # contiguous runs (no per-key block-table gather).
+            live = n0 < tl.minimum(seq_len, stride_ob)
+            page = tl.load(bt_row + n0 // PAGE, mask=live, other=0).to(tl.int64)
+        else:
+            page = tl.load(bt_row + offs_n // PAGE, mask=n_mask, other=0).to(tl.int64)
         slot = offs_n % PAGE
         k = tl.load(  # stream: kv
             K + (page * stride_kp + slot * stride_kt)[:, None] + offs_d[None, :],
@@ -86,6 +92,13 @@ def _indexer_score_kernel(
         score = tl.sum(tl.maximum(s, 0.0) * w[:, None], 0) * k_scale
         score = tl.where(n_mask, score, float("-inf"))
         tl.store(out_row + offs_n, score, mask=in_row)
+
+
+def _as_paged_keys(k_cache: torch.Tensor, k_scale: torch.Tensor):
+    """A token pool [num_tokens, D] (scales [num_tokens]) is pages of one token."""
+    if k_cache.dim() == 2:
+        return k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
+    return k_cache, k_scale
 
 
 def dsa_indexer_scores(
@@ -102,8 +115,7 @@ def dsa_indexer_scores(
     L = `max_len` (a host int >= every seq_lens entry, e.g. max of SGLang's seq_lens_cpu) or,
     without it, the block table's capacity (row width x page size): no host sync either way.
     """
-    if k_cache.dim() == 2:
-        k_cache, k_scale = k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
+    k_cache, k_scale = _as_paged_keys(k_cache, k_scale)
     batch, hi, d = q.shape
     _, page_size, dk = k_cache.shape
     if dk != d or d != next_pow2(d) or weights.shape != (batch, hi):
@@ -134,8 +146,7 @@ def dsa_indexer_scores(
             out,
             hi,
             per_prog,
-            q.stride(0),
-            q.stride(1),
+            *q.stride()[:2],
             weights.stride(0),
             k_cache.stride(0),
             k_cache.stride(1),
@@ -147,9 +158,7 @@ def dsa_indexer_scores(
             D=d,
             BLOCK_HI=max(16, next_pow2(hi)),
             BLOCK_N=block_n,
-            UPCAST=interpreting() or q.dtype == torch.float32,
-            num_warps=int(cfg["num_warps"]),
-            num_stages=int(cfg["num_stages"]),
+            **launch_options(cfg, q),
         )
     return out[:, :max_len]
 
@@ -168,36 +177,23 @@ def select_topk(scores: torch.Tensor, seq_lens: torch.Tensor, k: int) -> torch.T
 
 
 def dsa_indexer(
-    q: torch.Tensor,
-    weights: torch.Tensor,
-    k_cache: torch.Tensor,
-    k_scale: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    top_k: int = 2048,
-    *,
-    max_seq_len: int | None = None,
+    *tensors: torch.Tensor, top_k: int = 2048, max_seq_len: int | None = None
 ) -> torch.Tensor:
-    """Top-k token positions [B, top_k] (int32, -1 padded) for the sparse decode; no host sync
-    (`max_seq_len` as in dsa_indexer_scores)."""
-    scores = dsa_indexer_scores(q, weights, k_cache, k_scale, block_table, seq_lens, max_seq_len)
-    return select_topk(scores, seq_lens, top_k)
+    """Top-k token positions [B, top_k] (int32, -1 padded) for the sparse decode, from
+    dsa_indexer_scores's tensors (q, weights, k_cache, k_scale, block_table, seq_lens); no host
+    sync (`max_seq_len` as its `max_len`)."""
+    scores = dsa_indexer_scores(*tensors, max_len=max_seq_len)
+    return select_topk(scores, tensors[-1], top_k)
 
 
 # ----------------------------------------------------------------------------- reference
 
 
-def dsa_indexer_scores_ref(
-    q: torch.Tensor,
-    weights: torch.Tensor,
-    k_cache: torch.Tensor,
-    k_scale: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-) -> torch.Tensor:
-    """Float64 reference of dsa_indexer_scores."""
-    if k_cache.dim() == 2:
-        k_cache, k_scale = k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
+def dsa_indexer_scores_ref(*tensors: torch.Tensor) -> torch.Tensor:
+    """Float64 reference of dsa_indexer_scores, over its tensors (q, weights, k_cache, k_scale,
+    block_table, seq_lens); width max(seq_lens)."""
+    q, weights, k_cache, k_scale, block_table, seq_lens = tensors
+    k_cache, k_scale = _as_paged_keys(k_cache, k_scale)
     page = k_cache.shape[1]
     max_len = int(seq_lens.max())
     out = torch.full((q.shape[0], max_len), float("-inf"), dtype=torch.float64)

@@ -13,19 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_kernel_rocm.attention._common import (
-    LN2,
-    LOG2E,
-    check_block_table,
-    check_splits,
-    context_bound,
-    interpreting,
-    next_pow2,
-    plan_splits,
-    resolve_config,
-    scale_vector,
-)
-from sgl_kernel_rocm.attention.reduce import merge_splits
+from sgl_kernel_rocm.attention import _common, split_kv
 
 
 @triton.jit
@@ -70,12 +58,9 @@ def _gqa_decode_split_kernel(
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
-    # seq_cap = what a block-table row addresses: a bad length cannot read past the row.
-    seq_len = tl.minimum(tl.load(SEQ + b).to(tl.int32), seq_cap)
+    seq_len = split_kv.clamped_seq_len(SEQ, b, seq_cap)
     start = tl.where(window >= 0, tl.maximum(seq_len - 1 - window, 0), 0)
-    per_split = tl.cdiv(seq_len - start, num_splits)
-    lo = start + split * per_split
-    hi = tl.minimum(lo + per_split, seq_len)
+    lo, hi = split_kv.split_range(start, seq_len, split, num_splits)
 
     offs_h = tl.arange(0, BLOCK_H)
     offs_d = tl.arange(0, BLOCK_D)
@@ -118,29 +103,16 @@ def _gqa_decode_split_kernel(
         else:
             qk = tl.dot(q, tl.trans(k.to(q.dtype)))
         qk = tl.where(n_mask[None, :], qk * score_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(qk - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        p, alpha, m_i, l_i = split_kv.online_softmax(qk, m_i, l_i)
         if UPCAST:
             pv = tl.dot(p, v.to(tl.float32))
         else:
             pv = tl.dot(p.to(q.dtype), v.to(q.dtype))
         acc = acc * alpha[:, None] + pv
-        m_i = m_new
 
-    has = l_i > 0
-    out = acc * (v_scale / tl.where(has, l_i, 1.0))[:, None]
-    o_ptrs = (
-        O_PART
-        + b.to(tl.int64) * stride_ob
-        + heads[:, None] * stride_oh
-        + split * stride_os
-        + offs_dv[None, :]
-    )
-    tl.store(o_ptrs, out, mask=h_mask[:, None] & dv_mask[None, :])
-    lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-    tl.store(LSE_PART + b * stride_lb + heads * stride_lh + split, lse, mask=h_mask)
+    split_kv.store_partial(O_PART, LSE_PART, acc, m_i, l_i, v_scale, b, heads, split, offs_dv,
+                           h_mask, dv_mask, stride_ob, stride_oh, stride_os, stride_lb,
+                           stride_lh)  # fmt: skip
 
 
 def _as_paged(cache: torch.Tensor) -> torch.Tensor:
@@ -154,8 +126,8 @@ def gqa_decode(
     block_table: torch.Tensor,
     seq_lens: torch.Tensor,
     *,
-    k_scale: float | torch.Tensor | None = None,
-    v_scale: float | torch.Tensor | None = None,
+    k_scale: _common.Scale = None,
+    v_scale: _common.Scale = None,
     sm_scale: float | None = None,
     sliding_window: int | None = None,
     num_splits: int | None = None,
@@ -184,32 +156,23 @@ def gqa_decode(
         raise ValueError(f"{hq} query heads are not a multiple of {hkv} KV heads")
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1 or q.stride(-1) != 1:
         raise ValueError("q, k_cache and v_cache need a contiguous last dim")
-    check_block_table(block_table, seq_lens, page_size)
-    check_splits(num_splits)
+    _common.check_block_table(block_table, seq_lens, page_size)
+    _common.check_splits(num_splits)
     cap = block_table.shape[1] * page_size
     group = hq // hkv
     sm_scale = d**-0.5 if sm_scale is None else sm_scale
     window = -1 if sliding_window is None or sliding_window < 0 else int(sliding_window)
 
     kv_tag = "fp8" if k_cache.dtype == torch.float8_e4m3fn else "16"
-    cfg = resolve_config("decode_gqa", batch, f"hq{hq}_hkv{hkv}_d{d}_kv{kv_tag}")
-    max_len = context_bound(block_table, page_size, max_seq_len)
+    cfg = _common.resolve_config("decode_gqa", batch, f"hq{hq}_hkv{hkv}_d{d}_kv{kv_tag}")
+    max_len = _common.context_bound(block_table, page_size, max_seq_len)
     if window >= 0:
         max_len = min(max_len, window + 1)
-    splits = num_splits or plan_splits(cfg, batch * hkv, max_len)
+    splits = num_splits or _common.plan_splits(cfg, batch * hkv, max_len)
 
-    if out is None:
-        out = torch.empty(batch, hq, dv, dtype=q.dtype, device=q.device)
-    ks = scale_vector(k_scale, hkv, q.device)
-    vs = scale_vector(v_scale, hkv, q.device)
-    direct = splits == 1 and out.is_contiguous()
-    # One split writes straight into out; more go through fp32 partials and the reduce.
-    o_part = (
-        out.view(batch, hq, 1, dv)
-        if direct
-        else torch.empty(batch, hq, splits, dv, dtype=torch.float32, device=q.device)
-    )
-    lse_part = torch.empty(batch, hq, splits, dtype=torch.float32, device=q.device)
+    ks = _common.scale_vector(k_scale, hkv, q.device)
+    vs = _common.scale_vector(v_scale, hkv, q.device)
+    parts = split_kv.SplitKV.plan(q, out, hq, dv, splits)
     if batch:
         _gqa_decode_split_kernel[(batch, hkv, splits)](
             q,
@@ -219,83 +182,50 @@ def gqa_decode(
             seq_lens,
             ks,
             vs,
-            o_part,
-            lse_part,
-            sm_scale * LOG2E,
+            parts.o_part,
+            parts.lse_part,
+            sm_scale * _common.LOG2E,
             cap,
             window,
             splits,
-            q.stride(0),
-            q.stride(1),
-            k_cache.stride(0),
-            k_cache.stride(1),
-            k_cache.stride(2),
-            v_cache.stride(0),
-            v_cache.stride(1),
-            v_cache.stride(2),
+            *q.stride()[:2],
+            *k_cache.stride()[:3],
+            *v_cache.stride()[:3],
             block_table.stride(0),
-            o_part.stride(0),
-            o_part.stride(1),
-            o_part.stride(2),
-            lse_part.stride(0),
-            lse_part.stride(1),
+            *parts.strides(),
             GROUP=group,
             PAGE=page_size,
             D=d,
             DV=dv,
-            BLOCK_H=max(16, next_pow2(group)),
-            BLOCK_D=max(16, next_pow2(d)),
-            BLOCK_DV=max(16, next_pow2(dv)),
+            BLOCK_H=max(16, _common.next_pow2(group)),
+            BLOCK_D=max(16, _common.next_pow2(d)),
+            BLOCK_DV=max(16, _common.next_pow2(dv)),
             BLOCK_N=int(cfg["BLOCK_N"]),
-            UPCAST=interpreting() or q.dtype == torch.float32,
-            num_warps=int(cfg["num_warps"]),
-            num_stages=int(cfg["num_stages"]),
+            **_common.launch_options(cfg, q),
         )
-    lse = lse_part[..., 0] if splits == 1 else None
-    if not direct and batch:
-        lse = torch.empty(batch, hq, dtype=torch.float32, device=q.device) if return_lse else None
-        # A strided `out` (e.g. a view into a wider buffer) gets the merged rows copied in.
-        dst = (
-            out
-            if out.is_contiguous()
-            else torch.empty(out.shape, dtype=out.dtype, device=out.device)
-        )
-        merge_splits(
-            o_part.view(batch * hq, splits, dv),
-            lse_part.view(batch * hq, splits),
-            dst.view(batch * hq, dv),
-            lse.view(-1) if lse is not None else None,
-        )
-        if dst is not out:
-            out.copy_(dst)
-    if return_lse:
-        return out, (lse if lse is not None else lse_part[..., 0]) * LN2
-    return out
+    return parts.finish(return_lse)
 
 
 # ----------------------------------------------------------------------------- reference
 
 
 def gqa_decode_ref(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    *,
-    k_scale: float | torch.Tensor | None = None,
-    v_scale: float | torch.Tensor | None = None,
+    *tensors: torch.Tensor,
+    k_scale: _common.Scale = None,
+    v_scale: _common.Scale = None,
     sm_scale: float | None = None,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """Float64 torch reference of gqa_decode (a request with no visible key yields zeros)."""
+    """Float64 torch reference of gqa_decode, over its tensors (q, k_cache, v_cache,
+    block_table, seq_lens); a request with no visible key yields zeros."""
+    q, k_cache, v_cache, block_table, seq_lens = tensors
     k_cache, v_cache = _as_paged(k_cache), _as_paged(v_cache)
     batch, hq, d = q.shape
     _, page, hkv, _ = k_cache.shape
     group = hq // hkv
     sm_scale = d**-0.5 if sm_scale is None else sm_scale
-    ks = scale_vector(k_scale, hkv, q.device).double()
-    vs = scale_vector(v_scale, hkv, q.device).double()
+    ks = _common.scale_vector(k_scale, hkv, q.device).double()
+    vs = _common.scale_vector(v_scale, hkv, q.device).double()
     out = torch.zeros(batch, hq, v_cache.shape[-1], dtype=torch.float64, device=q.device)
     for b in range(batch):
         n = int(seq_lens[b])

@@ -21,12 +21,19 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sgl_kernel_rocm.compile_check import isa
+from sgl_kernel_rocm.compile_check import converts, isa
 from sgl_kernel_rocm.compile_check.archs import gpu_target, is_amd
 from sgl_kernel_rocm.compile_check.cases import PKG, Case
 
 # Sources every kernel may inline (shared @triton.jit helpers) and the checker itself.
-_SHARED_SOURCES = ("_mx_triton.py", "compile_check/isa.py", "compile_check/build.py")
+_SHARED_SOURCES = (
+    "_mx_triton.py",
+    "attention/split_kv.py",
+    "attention/fp8_bits.py",
+    "compile_check/isa.py",
+    "compile_check/converts.py",
+    "compile_check/build.py",
+)
 
 
 def triton_version(triton_dir: Path | None = None) -> str:
@@ -149,6 +156,7 @@ def _inspect(case: Case, kernel) -> dict[str, Any]:
     out: dict[str, Any] = {
         "shared_bytes": int(kernel.metadata.shared),
         "ttgir_loads": isa.ttgir_stream_loads(kernel.asm["ttgir"], streams),
+        "ttgir_converts": converts.ttgir_stream_converts(kernel.asm["ttgir"], streams),
         "warp_redundancy": isa.warp_redundancy(kernel.asm["ttgir"]),
     }
     if is_amd(case.arch):

@@ -42,6 +42,14 @@ def violations(case: Case, rec: dict[str, Any]) -> list[str]:
             out.append(f"{where}: W4A16 without v_cvt_scalef32 (hardware FP4 upcast)")
         elif need == "wide_stream":
             out += _stream_width(where, case.stream, facts, rec.get("ttgir_loads") or {})
+        elif need == "convert_once":
+            for stream, times in sorted((rec.get("ttgir_converts") or {}).items()):
+                if times > 1:
+                    out.append(
+                        f"{where}: converts each '{stream}' tile {times} times per iteration "
+                        "(a convert copied into each dot operand's layout; convert the tile "
+                        "once, as attention/fp8_bits.py does)"
+                    )
     return out
 
 

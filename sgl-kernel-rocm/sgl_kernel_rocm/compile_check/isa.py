@@ -244,6 +244,25 @@ def _layout_vector(kind: str, body: str) -> int | None:
     return n
 
 
+def ttgir_locations(ttgir: str) -> dict[str, str]:
+    """TTGIR location aliases: `#locN` -> its definition text."""
+    return {m.group(1): m.group(2) for line in ttgir.splitlines() if (m := _TT_LOC_DEF.match(line))}
+
+
+def resolve_loc(locs: dict[str, str], name: str, depth: int = 0) -> tuple[str, int] | None:
+    """(file basename, line) a TTGIR location alias points at, through call sites and names."""
+    text = locs.get(name)
+    if text is None or depth > 20:
+        return None
+    if m := _TT_FILE_LOC.match(text):
+        return Path(m.group(1)).name, int(m.group(2))
+    if m := re.match(r"callsite\(#(loc\d*) at", text):  # the callee is where the op is
+        return resolve_loc(locs, m.group(1), depth + 1)
+    if m := re.search(r"#(loc\d*)", text):  # named location: loc("q"(#locN))
+        return resolve_loc(locs, m.group(1), depth + 1)
+    return None
+
+
 def ttgir_stream_loads(ttgir: str, streams: dict[tuple[str, int], str]) -> dict[str, dict]:
     """Global loads per stream from TTGIR, whose locations survive the passes that later merge
     a load's location into its consumer's: bytes per thread of each load (capped at 16, the
@@ -256,24 +275,12 @@ def ttgir_stream_loads(ttgir: str, streams: dict[tuple[str, int], str]) -> dict[
         elif m := _TT_LAYOUT.match(line):
             layouts[m.group(1)] = _layout_vector(m.group(2), m.group(3))
 
-    def resolve(name: str, depth: int = 0) -> tuple[str, int] | None:
-        text = locs.get(name)
-        if text is None or depth > 20:
-            return None
-        if m := _TT_FILE_LOC.match(text):
-            return Path(m.group(1)).name, int(m.group(2))
-        if m := re.match(r"callsite\(#(loc\d*) at", text):  # the callee is where the op is
-            return resolve(m.group(1), depth + 1)
-        if m := re.search(r"#(loc\d*)", text):  # named location: loc("q"(#locN))
-            return resolve(m.group(1), depth + 1)
-        return None
-
     out: dict[str, dict] = {}
     for line in ttgir.splitlines():
         m = _TT_LOAD.search(line)
         if not m or m.group(3) not in _ELEM_BYTES:
             continue
-        src = resolve(m.group(5))
+        src = resolve_loc(locs, m.group(5))
         stream = streams.get(src) if src else None
         if stream is None:
             continue

@@ -104,3 +104,21 @@ def scaled_dot_kernel(
     ws = tl.load(ws_ptr + on[:, None] * (BLOCK_K // 32) + ks[None, :])
     acc = tl.dot_scaled(a, a_scale, A_FMT, tl.trans(wq), ws, "e2m1")
     tl.store(out_ptr + om[:, None] * BLOCK_N + on[None, :], acc)
+
+
+@triton.jit
+def twice_converted_kernel(q_ptr, kv_ptr, out_ptr, n):
+    # The fault: one FP8 tile feeds two dots (as K^T for the scores, as V for the output)
+    # through a float convert, which Triton copies into each dot operand's layout: the tile is
+    # converted twice an iteration (what MLA decode did before attention/fp8_bits.py).
+    offs_h = tl.arange(0, 16)
+    offs_n = tl.arange(0, 64)
+    offs_d = tl.arange(0, 128)
+    q = tl.load(q_ptr + offs_h[:, None] * 128 + offs_d[None, :])
+    acc = tl.zeros((16, 128), tl.float32)
+    for n0 in range(0, n, 64):
+        kv = tl.load(kv_ptr + (n0 + offs_n)[:, None] * 128 + offs_d[None, :])  # stream: kv
+        kv = kv.to(tl.bfloat16)
+        s = tl.dot(q, tl.trans(kv))
+        acc += tl.dot(s.to(tl.bfloat16), kv)
+    tl.store(out_ptr + offs_h[:, None] * 128 + offs_d[None, :], acc)

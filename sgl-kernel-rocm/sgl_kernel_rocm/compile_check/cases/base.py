@@ -29,7 +29,8 @@ class Case:
     stream: str  # the `# stream:` marker of the main loop's big load ("weights", "kv")
     stream_bytes_per_iter: int  # bytes of that stream one program loads per loop iteration
     # What the gate demands beyond building cleanly (gate.py): "wide_stream" (16-byte loads of
-    # the stream), "whole_warps" (no warp repeats another's tile), "mfma_scale", "cvt_scalef32".
+    # the stream), "whole_warps" (no warp repeats another's tile), "mfma_scale", "cvt_scalef32",
+    # "convert_once" (no loaded tile converted twice in an iteration, converts.py).
     expect: tuple[str, ...] = field(default=())
 
     @property

@@ -64,6 +64,7 @@ def gqa_cases(arch: str) -> list[Case]:
                     ),  # fmt: skip
                     cfg=cfg,
                     stream="kv",
+                    expect=("convert_once",),
                     stream_bytes_per_iter=bn * 2 * d * kv_b,
                 )
             )

@@ -49,6 +49,7 @@ def indexer_cases(arch: str) -> list[Case]:
                 ),  # fmt: skip
                 cfg=cfg,
                 stream="kv",
+                expect=("convert_once",),
                 stream_bytes_per_iter=bn * 128,
             )
         )

@@ -49,6 +49,17 @@ def mla_configs(op: str, arch: str) -> list[tuple[int, str, dict]]:
     return out
 
 
+def latent_constexprs(arch: str, kv_t: str) -> dict:
+    """The kernel's FP8 bit-move constexprs for a case's arch and KV type (fp8_bits.py)."""
+    import torch
+
+    from sgl_kernel_rocm.attention.fp8_bits import latent_constexprs as of_dtype
+    from sgl_kernel_rocm.compile_check.archs import is_amd
+
+    dtypes = {"*fp8e4nv": torch.float8_e4m3fn, "*fp8e4b8": torch.float8_e4m3fnuz}
+    return of_dtype(dtypes.get(kv_t, torch.bfloat16), "amdgcn" if is_amd(arch) else "ptx")
+
+
 def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
     d = 576
     # Every head block re-reads the latent tile: count only the unique bytes (a program holding
@@ -95,9 +106,11 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
             ("BLOCK_H", block_h),
             ("BLOCK_N", bn),
             ("SPARSE", sparse),
+            *latent_constexprs(arch, kv_t).items(),
             ("UPCAST", False),
         ),  # fmt: skip
         cfg=cfg,
         stream="kv",
         stream_bytes_per_iter=bn * d * kv_b // head_blocks,
+        expect=("convert_once",),
     )

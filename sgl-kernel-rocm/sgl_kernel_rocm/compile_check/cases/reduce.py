@@ -22,10 +22,15 @@ def reduce_cases(arch: str) -> list[Case]:
                     ("LSE_OUT", "*fp32"),
                 ),  # fmt: skip
                 ints=(
-                    ("stride_pr", 7 * dv),
+                    ("stride_pb", 64 * 7 * dv),
+                    ("stride_ph", 7 * dv),
                     ("stride_ps", dv),
-                    ("stride_lr", 7),
-                    ("stride_or", dv),
+                    ("stride_lb", 64 * 7),
+                    ("stride_lh", 7),
+                    ("stride_ob", 64 * dv),
+                    ("stride_oh", dv),
+                    ("stride_xb", 64),
+                    ("stride_xh", 1),
                     ("num_splits", 7),
                 ),  # fmt: skip
                 floats=(),

@@ -89,7 +89,7 @@ def mla_launches(
     top_k: int | None,
     kv_bytes: int = 1,
 ) -> tuple[Launch, Launch | None, int]:
-    """The split kernel and, when it splits, the merge (attention/mla_decode.py mla_launch):
+    """The split kernel and, when it splits, the merge (attention/mla_decode.py mla_decode):
     (split launch, merge launch or None, splits)."""
     ce = dict(case.constexprs)
     block_h, bn = int(ce["BLOCK_H"]), int(ce["BLOCK_N"])

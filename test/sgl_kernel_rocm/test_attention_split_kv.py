@@ -1,0 +1,67 @@
+"""The split-KV host path GQA, MLA and DSA decode share (attention/split_kv.py): any `out` view
+with a contiguous last dim is written in place (rows of a wider buffer), a fully strided one
+through a stand-in, with one split or several; what lies beside the view stays untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from sgl_kernel_rocm.attention import (
+    dsa_sparse_decode,
+    dsa_sparse_decode_ref,
+    gqa_decode,
+    gqa_decode_ref,
+    mla_decode,
+    mla_decode_ref,
+)
+
+HEADS = 16
+
+
+def _paged(g, dims, dtype, page=16, lens=(9, 70)):
+    pages = -(-max(lens) // page)
+    pool = len(lens) * pages + 2
+    cache = torch.randn(pool, page, *dims, generator=g)
+    cache = (cache * 4).to(dtype) if dtype == torch.float8_e4m3fn else cache.to(dtype)
+    bt = torch.randperm(pool, generator=g)[: len(lens) * pages].view(len(lens), pages)
+    return cache, bt.to(torch.int32), torch.tensor(lens, dtype=torch.int32)
+
+
+def _run(kind: str, g: torch.Generator, out: torch.Tensor, splits: int):
+    """Launch `kind` into `out`; returns the float64 reference."""
+    if kind == "gqa":
+        k, bt, seq = _paged(g, (2, 64), torch.float8_e4m3fn)
+        v = (torch.randn(k.shape, generator=g) * 4).to(torch.float8_e4m3fn)
+        q = torch.randn(2, HEADS, 64, generator=g).to(torch.bfloat16)
+        gqa_decode(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5, num_splits=splits, out=out)
+        return gqa_decode_ref(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5)
+    kv, bt, seq = _paged(g, (576,), torch.float8_e4m3fn)
+    q = torch.randn(2, HEADS, 576, generator=g).to(torch.bfloat16)
+    if kind == "mla":
+        mla_decode(q, kv, bt, seq, kv_scale=0.25, num_splits=splits, out=out)
+        return mla_decode_ref(q, kv, bt, seq, kv_scale=0.25)
+    idx = torch.randint(-1, 72, (2, 40), generator=g, dtype=torch.int32)
+    dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.25, num_splits=splits, out=out)
+    return dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.25)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("kind", ["gqa", "mla", "dsa"])
+@pytest.mark.parametrize("layout", ["wider_rows", "transposed"])
+def test_decode_writes_a_strided_output_in_place(kind, splits, layout, _test_seed):
+    g = torch.Generator().manual_seed(_test_seed)
+    dv = 64 if kind == "gqa" else 512
+    if layout == "wider_rows":  # [B, H, Dv] inside [B, H, Dv + 32]: row strides only
+        wide = torch.full((2, HEADS, dv + 32), float("nan"), dtype=torch.bfloat16)
+        out = wide[..., :dv]
+    else:  # [B, H, Dv] as a transpose of [B, Dv, H]: the last dim is strided too
+        wide = torch.full((2, dv, HEADS), float("nan"), dtype=torch.bfloat16)
+        out = wide.transpose(1, 2)
+    ref = _run(kind, g, out, splits)
+    assert not torch.isnan(out).any(), "poisoned (NaN) output elements were not written"
+    # Same values as the contiguous path: fp32 math, one bf16 ulp for the output store.
+    tol = 2.0**-7 * ref.abs().max().item() + 1e-4
+    err = (out.double() - ref).abs().max().item()
+    assert err <= tol, f"max abs err {err:.3e} > {tol:.3e}"
+    if layout == "wider_rows":
+        assert torch.isnan(wide[..., dv:]).all(), "wrote past the view"

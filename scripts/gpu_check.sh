@@ -26,6 +26,9 @@
 #   GPU_CHECK_CHECK_S   seconds for the check step (default 340)
 #   GPU_CHECK_BF16_MOE  name of the bf16-weight MoE in sgl_kernel_rocm.moe (default: looked up)
 #   GPU_CHECK_DRY_RUN   1: CPU dry run (TRITON_INTERPRET=1, tiny shapes, no tests step)
+#   GPU_CHECK_FOCUS     attention: only the decode-attention cases (issue 22: MLA, DSA, the
+#                       indexer's score kernel and top-k apart) and its gpu tests, in <= 5 min
+#                       (budget 300 s: check 210 s, tests what is left)
 #   GPU_CHECK_COMMIT    the commit the tree is at (the device copy has no .git); every result
 #                       JSON records it, and docs may quote only figures that name their commit
 #   PYTHON              interpreter holding torch (default python3)
@@ -48,8 +51,16 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OUT"
 ROOT=$PWD
 PY=${PYTHON:-python3}
-BUDGET_S=${GPU_CHECK_BUDGET_S:-460}
-CHECK_S=${GPU_CHECK_CHECK_S:-340}
+FOCUS=${GPU_CHECK_FOCUS:-all}
+if [[ $FOCUS == attention ]]; then
+    BUDGET_S=${GPU_CHECK_BUDGET_S:-300}
+    CHECK_S=${GPU_CHECK_CHECK_S:-210}
+    TESTS_K=${GPU_CHECK_TESTS_K:-"decode or indexer"}
+else
+    BUDGET_S=${GPU_CHECK_BUDGET_S:-460}
+    CHECK_S=${GPU_CHECK_CHECK_S:-340}
+    TESTS_K=${GPU_CHECK_TESTS_K:-}
+fi
 DRY=${GPU_CHECK_DRY_RUN:-0}
 if [[ $DRY == 1 ]]; then
     STEPS=",${GPU_CHECK_STEPS:-env,check},"
@@ -138,17 +149,20 @@ run_check() {  # run_check LIMIT_S: the planned cases get the limit less 15 s fo
     local extra=()
     [[ $DRY == 1 ]] && extra=(--dry-run)
     "$PY" benchmark/gpu_check/run.py --budget-s "$(($1 - 15))" --out "$OUT" --docs "$OUT/docs" \
-        ${extra[@]+"${extra[@]}"}
+        --focus "$FOCUS" ${extra[@]+"${extra[@]}"}
 }
 
 run_tests() {
     set -o pipefail
+    local select=()
+    [[ -n $TESTS_K ]] && select=(-k "$TESTS_K")
     SGLANG_MX_TEST_GPU=1 "$PY" -m pytest -m gpu test/sgl_kernel_rocm -q -p no:cacheprovider \
-        -o timeout=60 --durations=10 --junitxml="$OUT/gpu_tests.xml" 2>&1 |
+        ${select[@]+"${select[@]}"} -o timeout=60 --durations=10 \
+        --junitxml="$OUT/gpu_tests.xml" 2>&1 |
         tee "$OUT/gpu_tests.log"
 }
 
-export OUT PY PYTHONPATH DRY
+export OUT PY PYTHONPATH DRY FOCUS TESTS_K
 export -f env_report run_check run_tests
 
 step env 30 env_report

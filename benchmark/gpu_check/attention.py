@@ -12,7 +12,7 @@ import itertools
 from typing import Any
 
 import torch
-from plan import INDEXER_DIM, INDEXER_HEADS, PAGE
+from plan import DSA_TOP_K, INDEXER_DIM, INDEXER_HEADS, PAGE
 from sgl_kernel_rocm.attention import (
     dsa_indexer,
     dsa_indexer_scores,
@@ -21,9 +21,13 @@ from sgl_kernel_rocm.attention import (
     dsa_sparse_decode_ref,
     mla_decode,
     mla_decode_ref,
+    select_topk,
 )
 
 D = 576
+# FLOPs per head and key of absorbed MLA: q.k over 512 + 64 dims, then p.v over 512 (x2 for
+# multiply-add). At 64 heads that is 64 x 2,176 / 576 = 242 FLOP per FP8 latent byte.
+MLA_FLOP_PER_HEAD_KEY = 2 * (D + 512)
 L2_BYTES = 64 << 20  # H200 has 50 MB of L2; rotate until a cycle reads at least 4x that
 FP8 = torch.float8_e4m3fn
 
@@ -89,30 +93,47 @@ def mla_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
         ref = lambda: mla_decode_ref(q[:2], pool, tables[0][:2], seq[:2], kv_scale=scale)  # noqa: E731
     nbytes = ws + q.numel() * 2 + out.numel() * 2 + (idx.numel() * 4 if sparse else 0)
     return {"fn": _rotating(call, tables), "bytes": nbytes, "copies": len(tables),
+            "flops": b * heads * keys * MLA_FLOP_PER_HEAD_KEY,
             "check": lambda: (call(tables[0])[:2], ref())}  # fmt: skip
 
 
 def indexer_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
-    b, ctx = p["batch"], p["ctx"]
-    ws = b * ctx * (INDEXER_DIM + 4)
+    """kind indexer (scores + top-k), indexer_scores (the score kernel alone) or indexer_topk
+    (torch top-k alone, over scores made once): the three times that locate the indexer's
+    cost."""
+    b, ctx, kind = p["batch"], p["ctx"], p.get("kind", "indexer")
+    ws = b * ctx * (INDEXER_DIM + 4)  # FP8 key + fp32 scale per token
     pool, tables, seq = _paged(b, ctx, INDEXER_DIM, FP8, _copies(ws), seed)
     dev = pool.device
     k_scale = torch.rand(pool.shape[:2], device=dev) + 0.05
     q = torch.randn(b, INDEXER_HEADS, INDEXER_DIM, device=dev).to(torch.bfloat16)
     w = torch.randn(b, INDEXER_HEADS, device=dev) * INDEXER_DIM**-0.5
-    top_k = min(p.get("top_k", 2048), ctx)
+    top_k = min(p.get("top_k", DSA_TOP_K), ctx)
+    flops = b * ctx * INDEXER_HEADS * 2 * INDEXER_DIM
 
-    def call(bt):
+    def full(bt):
         return dsa_indexer(q, w, pool, k_scale, bt, seq, top_k=top_k, max_seq_len=ctx)
+
+    def scores(bt):
+        return dsa_indexer_scores(q, w, pool, k_scale, bt, seq, ctx)
 
     def check():
         got = dsa_indexer_scores(q[:2], w[:2], pool, k_scale, tables[0][:2], seq[:2], ctx)
         return got, dsa_indexer_scores_ref(q[:2].cpu(), w[:2].cpu(), pool.cpu(), k_scale.cpu(),
                                            tables[0][:2].cpu(), seq[:2].cpu())  # fmt: skip
 
+    score_bytes = b * ctx * 4
+    if kind == "indexer_topk":  # reads the fp32 scores, writes the indices
+        made = scores(tables[0])
+        return {"fn": lambda: select_topk(made, seq, top_k), "bytes": score_bytes + b * top_k * 4,
+                "copies": 1, "flops": 0, "check": check}  # fmt: skip
+    if kind == "indexer_scores":  # reads keys + scales, writes the fp32 scores
+        nbytes = ws + q.numel() * 2 + score_bytes
+        return {"fn": _rotating(scores, tables), "bytes": nbytes, "copies": len(tables),
+                "flops": flops, "check": check}  # fmt: skip
     nbytes = ws + q.numel() * 2 + b * top_k * 4
-    return {"fn": _rotating(call, tables), "bytes": nbytes, "copies": len(tables),
-            "check": check}  # fmt: skip
+    return {"fn": _rotating(full, tables), "bytes": nbytes, "copies": len(tables),
+            "flops": flops, "check": check}  # fmt: skip
 
 
 def check_attention(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:

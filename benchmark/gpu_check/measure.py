@@ -44,6 +44,32 @@ def copy_gbps(nbytes: int = 1 << 30, reps: int = 20) -> dict[str, float]:
     }
 
 
+def mma_tflops(n: int = 8192, reps: int = 10) -> dict[str, float]:
+    """Dense bf16 matmul n x n x n (torch, i.e. cuBLAS / hipBLASLt), best and median TFLOP/s:
+    the compute roof the roofline fractions use (a measured roof, not a datasheet's)."""
+    if not on_gpu():
+        return {"best_tflops": 0.0, "median_tflops": 0.0, "n": 0}
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        a @ b
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / 1e3)
+    times.sort()
+    del a, b
+    torch.cuda.empty_cache()
+    flop = 2 * n**3
+    return {"n": n, "best_tflops": flop / times[0] / 1e12,
+            "median_tflops": flop / times[len(times) // 2] / 1e12}  # fmt: skip
+
+
 def kernel_time_s(fn: Callable[[], Any], rep_ms: int = 20) -> tuple[float, str]:
     """Median seconds per call of `fn` replayed from a CUDA graph (no launch overhead), via
     triton.testing.do_bench_cudagraph; if capture fails, do_bench (says which in the 2nd item)."""

@@ -33,6 +33,7 @@ INPUTS = (
     "compile_check/costmodel/perf.json", "compile_check/costmodel/launches.py",
 )  # fmt: skip
 TIMED = ("moe", "moe_bf16", "mla", "dsa")
+UNMODELLED = ("indexer", "indexer_scores", "indexer_topk")  # timed rows the model does not cover
 
 
 def inputs_hash(arch: str) -> str:
@@ -67,6 +68,10 @@ def print_plan(kept, arch: str = "sm90") -> None:
         if p:
             parts = ", ".join(f"{k} {v['us']:.1f}us ({v['bound']})" for k, v in p.items())
             print(f"  {case.name}: {parts}")
+    unmodelled = sorted({c.kind for c in kept if c.kind in UNMODELLED})
+    if unmodelled:
+        print(f"  no cost-model prediction for {', '.join(unmodelled)} (the model covers "
+              f"{', '.join(TIMED)})")  # fmt: skip
 
 
 def _measured(row: dict[str, Any], what: str) -> float | None:

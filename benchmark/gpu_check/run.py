@@ -6,7 +6,9 @@
 Plans every case with a time estimate (plan.py), trims the plan to the budget by priority
 (correctness first, then the headline shapes), measures copy bandwidth, then runs the cases,
 skipping what the clock no longer allows. Writes gpu_check.json and gpu_check.md under --out and,
-with --docs, results/gpu-check-<arch>.json and gpu-check-results.md there (docs/gpu-check.md).
+with --docs, results/gpu-check-<arch>.json and gpu-check-results.md there (docs/gpu-check.md);
+with --focus attention, results/gpu-check-<arch>-attention.json and
+gpu-check-results-attention.md.
 Needs torch + triton only (no sglang).
 """
 
@@ -36,6 +38,9 @@ def _parse(argv):
     p.add_argument("--bf16-moe", default=os.environ.get("GPU_CHECK_BF16_MOE"),
                    help="name of the bf16-weight MoE in sgl_kernel_rocm.moe")  # fmt: skip
     p.add_argument("--plan-only", action="store_true", help="print the trimmed plan and exit")
+    p.add_argument("--focus", default=os.environ.get("GPU_CHECK_FOCUS") or "all",
+                   choices=("all", "attention"),
+                   help="attention: only the decode-attention cases (issue 22's run)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -46,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     import plan as P
 
     t_start = time.time()
-    full = P.build_plan(dry=args.dry_run)
+    full = P.build_plan(dry=args.dry_run, focus=args.focus)
     # Setup (imports, copy bandwidth) and the report take ~20 s of the budget.
     kept, dropped = P.trim(full, max(0.0, args.budget_s - 20))
     print(
@@ -77,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     copy = M.copy_gbps()
     bw = copy["best_gbps"]
     print(f"arch {arch}; copy bandwidth {bw:.0f} GB/s (best), {copy['median_gbps']:.0f} median")
+    mma = M.mma_tflops() if any(c.kind in ("mla", "dsa") for c in kept) else {"best_tflops": 0.0}
+    peak = mma["best_tflops"]
+    print(f"bf16 MMA roof {peak:.0f} TFLOP/s (best of torch matmuls, 8192^3)")
     bf16_name, bf16_fn = MO.find_bf16_moe(args.bf16_moe)
     if bf16_name is None:
         print(f"bf16-weight MoE: skipped ({bf16_fn})")
@@ -92,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         t0 = time.time()
         try:
-            row.update(_run_case(case, A, M, MO, bw, bf16_name, bf16_fn))
+            row.update(_run_case(case, A, M, MO, (bw, peak), bf16_name, bf16_fn))
             row.setdefault("status", "ok")
         except Exception as exc:  # noqa: BLE001 - one failed case must not end the check
             row["status"] = f"error: {type(exc).__name__}: {str(exc)[:300]}"
@@ -115,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             "triton": triton.__version__,
         },  # fmt: skip
         "copy": copy,
+        "mma": mma,
+        "focus": args.focus,
         "budget_s": args.budget_s,
         "elapsed_s": round(time.time() - t_start, 1),
         "plan": {
@@ -128,14 +138,15 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     report["vs_predicted"] = PR.compare(rows, arch)  # measured / predicted per row + median
-    _write(report, args.out, args.docs, arch)
+    _write(report, args.out, args.docs)
     bad = [r for r in rows if r["kind"].startswith("check") and r.get("status") != "ok"]
     print(f"done in {report['elapsed_s']}s; {len(bad)} correctness case(s) not ok")
     return 1 if bad else 0
 
 
-def _run_case(case, A, M, MO, bw: float, bf16_name, bf16_fn) -> dict[str, Any]:
+def _run_case(case, A, M, MO, roofs: tuple[float, float], bf16_name, bf16_fn) -> dict[str, Any]:
     p = dict(case.params)
+    bw, peak = roofs
     kind = case.kind
     if kind == "check_moe":
         out, ref = MO.moe_case(p)["check"]()
@@ -153,10 +164,12 @@ def _run_case(case, A, M, MO, bw: float, bf16_name, bf16_fn) -> dict[str, Any]:
         out, ref = A.indexer_case(p)["check"]()
         res = A.check_scores(out, ref)
         return {"status": "ok" if res["ok"] else "MISMATCH", **res}
-    if kind in ("mla", "dsa", "indexer"):
-        c = A.indexer_case(p) if kind == "indexer" else A.mla_case({**p, "kind": kind})
+    if kind in ("mla", "dsa", "indexer", "indexer_scores", "indexer_topk"):
+        make = A.indexer_case if kind.startswith("indexer") else A.mla_case
+        c = make({**p, "kind": kind})
         t, how = M.kernel_time_s(c["fn"])
-        return _bw_row(t, c["bytes"], bw, how, copies=c["copies"])
+        return _bw_row(t, c["bytes"], bw, how, copies=c["copies"],
+                       **_roofline(t, c["bytes"], c["flops"], bw, peak))  # fmt: skip
     if kind == "moe":
         c = MO.moe_case(p)
         t, how = M.kernel_time_s(c["fn"])
@@ -178,6 +191,18 @@ def _bw_row(t: float, nbytes: float, bw: float, how: str, **extra) -> dict[str, 
             "frac_copy": round(gbps / bw, 3) if bw else None, "timing": how, **extra}  # fmt: skip
 
 
+def _roofline(t: float, nbytes: float, flops: float, bw: float, peak: float) -> dict[str, Any]:
+    """TFLOP/s, and the fraction of roofline time max(bytes / copy, FLOPs / MMA roof) the row
+    reached, with the term that binds (what FlashMLA reports; issue 22's metric)."""
+    if t <= 0 or not bw:
+        return {"tflops": round(flops / t / 1e12, 2) if t > 0 else 0.0}
+    mem_s = nbytes / (bw * 1e9)
+    mma_s = flops / (peak * 1e12) if peak else 0.0
+    roof = max(mem_s, mma_s)
+    return {"tflops": round(flops / t / 1e12, 2), "frac_roofline": round(roof / t, 3),
+            "bound": "compute" if mma_s > mem_s else "memory"}  # fmt: skip
+
+
 def _moe_row(t: float, how: str, split: dict, c: dict, bw: float) -> dict[str, Any]:
     wb = c["bytes"]
     row = _bw_row(t, wb["gate_up"] + wb["down"], bw, how)
@@ -196,8 +221,9 @@ def _moe_row(t: float, how: str, split: dict, c: dict, bw: float) -> dict[str, A
 
 def _line(r: dict[str, Any]) -> str:
     bits = [r["case"], r.get("status", "")]
-    for k in ("us", "gbps", "frac_copy", "gate_up_us", "gate_up_frac_copy", "down_us",
-              "down_frac_copy", "rel_l2", "max_abs_err", "wall_s"):  # fmt: skip
+    for k in ("us", "gbps", "frac_copy", "tflops", "frac_roofline", "gate_up_us",
+              "gate_up_frac_copy", "down_us", "down_frac_copy", "rel_l2", "max_abs_err",
+              "wall_s"):  # fmt: skip
         if r.get(k) is not None:
             bits.append(f"{k}={r[k]}")
     return "  ".join(str(b) for b in bits)
@@ -209,7 +235,7 @@ def markdown(report: dict[str, Any]) -> str:
 
     def mark(kinds) -> str:  # which run a section's figures come from (provenance.py)
         present = [k for k in dict.fromkeys(r["kind"] for r in h["rows"]) if k in kinds]
-        return f"<!-- gpu-figures: results/gpu-check-{h['arch']}.json kinds={','.join(present)} -->"
+        return f"<!-- gpu-figures: results/gpu-check-{_tag(h)}.json kinds={','.join(present)} -->"
 
     lines = [
         f"# GPU check results ({h['arch']}{', DRY RUN on CPU: numbers mean nothing' if h['dry_run'] else ''})",  # noqa: E501
@@ -219,9 +245,12 @@ def markdown(report: dict[str, Any]) -> str:
         f"{h['gpu']}, torch {h['versions']['torch']}, Triton {h['versions']['triton']}, Python "
         f"{h['versions']['python']}, commit `{h.get('commit') or 'unknown'}`. Copy bandwidth "
         f"measured in the same run: {h['copy']['best_gbps']:.0f} GB/s (best of 20, 1 GiB "
-        f"device-to-device, read + write counted). Times are kernel-only medians from CUDA-graph "
+        f"device-to-device, read + write counted); bf16 MMA roof "
+        f"{h.get('mma', {}).get('best_tflops', 0):.0f} TFLOP/s (torch matmul 8192^3). Times are "
+        f"kernel-only medians from CUDA-graph "
         f"replays (`triton.testing.do_bench_cudagraph`); the MoE gate_up / down split is device "
-        f"time from the profiler over eager calls. Fractions are of that copy bandwidth. Budget "
+        f"time from the profiler over eager calls. Fractions are of that copy bandwidth; "
+        f"frac_roofline is max(bytes / copy, FLOPs / MMA roof) / time. Budget "
         f"{h['budget_s']:.0f} s, used {h['elapsed_s']} s; {len(h['plan']['dropped'])} planned "
         f"case(s) dropped to fit. bf16-weight MoE: {h['bf16_moe']}.",
         "",
@@ -235,14 +264,23 @@ def markdown(report: dict[str, Any]) -> str:
         ("MoE bf16 weights (same kernel family), per GPU", ("moe_bf16",),
          ["layout", "tokens", "impl", "us", "frac_copy", "gate_up_us", "down_us", "status"]),
         ("MLA decode, FP8 latent (512 + 64)", ("mla",),
-         ["mode", "heads", "batch", "ctx", "us", "gbps", "frac_copy", "status"]),
+         ["mode", "heads", "batch", "ctx", "us", "gbps", "frac_copy", "tflops", "frac_roofline",
+          "bound", "status"]),
         ("DSA sparse decode, FP8 latent, 2,048 selected keys", ("dsa",),
-         ["mode", "heads", "batch", "ctx", "us", "gbps", "frac_copy", "status"]),
+         ["mode", "heads", "batch", "ctx", "us", "gbps", "frac_copy", "tflops", "frac_roofline",
+          "bound", "status"]),
         ("DSA indexer (32 heads x 128, FP8 keys) + top-k", ("indexer",),
+         ["batch", "ctx", "us", "gbps", "frac_copy", "tflops", "status"]),
+        ("DSA indexer score kernel alone (indexer_scores)", ("indexer_scores",),
+         ["batch", "ctx", "us", "gbps", "frac_copy", "tflops", "frac_roofline", "status"]),
+        ("DSA indexer top-k alone (torch.topk over the scores)", ("indexer_topk",),
          ["batch", "ctx", "us", "gbps", "frac_copy", "status"]),
     ]  # fmt: skip
-    targets = _targets(h["rows"])
-    lines += targets[:1] + [mark({"moe", "moe_bf16", "mla", "dsa"})] + targets[1:]
+    targets = _targets(h["rows"]) if h.get("focus", "all") == "all" else []
+    if targets:
+        lines += targets[:1] + [mark({"moe", "moe_bf16", "mla", "dsa"})] + targets[1:]
+    targets = _targets_22(h["rows"])
+    lines += targets[:1] + [mark({"mla", "dsa", "indexer_scores"})] + targets[1:]
     for title, prefixes, cols in groups:
         rows = [r for r in h["rows"]
                 if any(r["kind"] == p or (p.endswith("_") and r["kind"].startswith(p))
@@ -292,6 +330,38 @@ def _targets(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _targets_22(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 22's H200 targets (decode attention), read off this run's rows."""
+
+    def pick(kind, key, **want):
+        return [r[key] for r in rows if r["kind"] == kind and r.get("status") == "ok"
+                and r.get(key) is not None
+                and all(f(r.get(k)) for k, f in want.items())]  # fmt: skip
+
+    def span(vals, fmt):
+        return f"{fmt.format(min(vals))} - {fmt.format(max(vals))}" if vals else "not measured"
+
+    big = {"batch": lambda b: b is not None and b >= 32}
+    long = {"ctx": lambda c: c is not None and c >= 20000}
+    return [
+        "## Against issue 22's targets (H200)",
+        "",
+        "| target | this run |",
+        "|---|---|",
+        "| MLA, 8 heads, batch >= 32, 20k context: >= 70% of copy (goal 85%) | "
+        f"{span(pick('mla', 'frac_copy', heads=lambda h: h == 8, **big, **long), '{:.0%}')} |",
+        "| MLA, 64 heads, batch >= 32: >= 50% of roofline time | "
+        f"{span(pick('mla', 'frac_roofline', heads=lambda h: h == 64, **big), '{:.0%}')} |",
+        "| DSA decode, batch >= 32: >= 50% of copy | "
+        f"{span(pick('dsa', 'frac_copy', **big), '{:.0%}')} |",
+        "| DSA decode, batch 1: <= 8 us | "
+        f"{span(pick('dsa', 'us', batch=lambda b: b == 1), '{:.1f} us')} |",
+        "| indexer_scores, batch >= 32, 20k context: >= 60% of copy | "
+        f"{span(pick('indexer_scores', 'frac_copy', **big, **long), '{:.0%}')} |",
+        "",
+    ]
+
+
 def _cell(v) -> str:
     if v is None:
         return ""
@@ -300,19 +370,29 @@ def _cell(v) -> str:
     return str(v).replace("|", "/")
 
 
-def _write(report: dict[str, Any], out: Path, docs: Path | None, arch: str) -> None:
+def _tag(report: dict[str, Any]) -> str:
+    """The results' file tag: the arch, plus the focus when it is not the whole check."""
+    focus = report.get("focus", "all")
+    return report["arch"] if focus == "all" else f"{report['arch']}-{focus}"
+
+
+def _write(report: dict[str, Any], out: Path, docs: Path | None) -> None:
+    tag = _tag(report)
+    focus = report.get("focus", "all")
+    md_name = "gpu-check-results.md" if focus == "all" else f"gpu-check-results-{focus}.md"
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (out / "gpu_check.md").write_text(markdown(report) + "\n")
     if docs is not None:
         (docs / "results").mkdir(parents=True, exist_ok=True)
-        (docs / "results" / f"gpu-check-{arch}.json").write_text(
+        (docs / "results" / f"gpu-check-{tag}.json").write_text(
             json.dumps(report, indent=1, default=str) + "\n"
         )
-        (docs / "gpu-check-results.md").write_text(markdown(report) + "\n")
-    print(f"wrote {out / 'gpu_check.json'}, {out / 'gpu_check.md'}"
-          + (f" and {docs}/gpu-check-results.md, {docs}/results/gpu-check-{arch}.json"
-             if docs else ""))  # fmt: skip
+        (docs / md_name).write_text(markdown(report) + "\n")
+    print(
+        f"wrote {out / 'gpu_check.json'}, {out / 'gpu_check.md'}"
+        + (f" and {docs}/{md_name}, {docs}/results/gpu-check-{tag}.json" if docs else "")
+    )
 
 
 if __name__ == "__main__":

@@ -51,6 +51,27 @@ def test_plan_covers_glm_shapes_and_trims_to_budget():
     assert len(all_kept) == len(full) and not none
 
 
+def test_attention_focus_plans_issue_22s_shapes_in_five_minutes():
+    """GPU_CHECK_FOCUS=attention: only decode attention, at the issue's Measure shapes (FP8
+    latent, 8 and 64 heads, 4k-20k context, batch 1-128, top-k 2,048, the indexer's score kernel
+    and its top-k timed apart), all of it inside the script's 300 s (check step 210 s, less the
+    setup and report run.py keeps back)."""
+    full = P.build_plan(focus="attention")
+    kinds = {c.kind for c in full}
+    assert kinds == set(P.ATTENTION_KINDS)
+    attn = [c.params for c in full if c.kind in ("mla", "dsa")]
+    assert {a["heads"] for a in attn} == {8, 64} and {a["top_k"] for a in attn} == {2048}
+    assert {a["ctx"] for a in attn} == {4096, 8192, 20480}
+    assert {a["batch"] for a in attn} == {1, 8, 32, 128}
+    for kind in ("indexer_scores", "indexer_topk"):
+        rows = {(c.params["batch"], c.params["ctx"]) for c in full if c.kind == kind}
+        assert rows == {(b, ctx) for b in (1, 8, 32, 128) for ctx in (4096, 8192, 20480)}
+    kept, dropped = P.trim(full, 210 - 15 - 20)
+    assert not dropped, [c.name for c in dropped]
+    with pytest.raises(ValueError, match="focus"):
+        P.build_plan(focus="moe-only")
+
+
 def _script_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
@@ -120,9 +141,11 @@ def test_dry_run_writes_results(tmp_path):
     assert report["commit"] == "0123abc" and report["commit_source"] == "$GPU_CHECK_COMMIT"
     kinds = {r["kind"]: r for r in report["rows"]}
     for kind in ("check_moe", "check_moe_ep", "check_mla", "check_dsa", "check_indexer", "moe",
-                 "moe_bf16", "mla", "dsa", "indexer"):  # fmt: skip
+                 "moe_bf16", "mla", "dsa", "indexer", "indexer_scores",
+                 "indexer_topk"):  # fmt: skip
         assert kinds[kind]["status"] == "ok", kinds[kind]
     assert kinds["moe"]["us"] > 0 and kinds["mla"]["us"] > 0
+    assert kinds["mla"]["tflops"] > 0 and kinds["indexer_scores"]["tflops"] > 0
     assert kinds["moe_bf16"]["impl"] == "fused_moe_bf16" and kinds["moe_bf16"]["us"] > 0
     # EP8 with global ids: some tokens had no local expert, and their rows came back zero.
     ep = kinds["check_moe_ep"]

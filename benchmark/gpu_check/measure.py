@@ -17,25 +17,30 @@ def on_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def _event_times(fn: Callable[[], Any], reps: int) -> list[float]:
+    """Seconds of each of `reps` calls of `fn` (CUDA events, after 3 warm-up calls), sorted."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return sorted(times)
+
+
 def copy_gbps(nbytes: int = 1 << 30, reps: int = 20) -> dict[str, float]:
     """Device-to-device copy, read + write counted, best and median of `reps` (CUDA events)."""
     if not on_gpu():
         return {"best_gbps": 0.0, "median_gbps": 0.0, "bytes_each_way": 0}
     src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        dst.copy_(src)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    times.sort()
-    del src, dst
+    times = _event_times(lambda: dst.copy_(src), reps)
+    src = dst = None  # freed before empty_cache
     torch.cuda.empty_cache()
     return {
         "bytes_each_way": nbytes,
@@ -51,19 +56,8 @@ def mma_tflops(n: int = 8192, reps: int = 10) -> dict[str, float]:
         return {"best_tflops": 0.0, "median_tflops": 0.0, "n": 0}
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        a @ b
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / 1e3)
-    times.sort()
-    del a, b
+    times = _event_times(lambda: a @ b, reps)
+    a = b = None
     torch.cuda.empty_cache()
     flop = 2 * n**3
     return {"n": n, "best_tflops": flop / times[0] / 1e12,

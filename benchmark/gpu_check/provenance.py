@@ -21,7 +21,7 @@ _PKG = "sgl-kernel-rocm/sgl_kernel_rocm"
 _MOE = [f"{_PKG}/moe/{f}.py" for f in ("__init__", "_kernels", "_align_kernel", "align",
                                          "triton_moe", "layout", "config")]  # fmt: skip
 _MOE += [f"{_PKG}/_mx_triton.py", _PKG + "/configs/moe_mxfp4/{arch}.json"]
-_ATTN = [f"{_PKG}/attention/_common.py", f"{_PKG}/attention/reduce.py"]
+_ATTN = [f"{_PKG}/attention/{f}.py" for f in ("_common", "reduce", "split_kv", "fp8_bits")]
 _MLA = [f"{_PKG}/attention/mla_decode.py", *_ATTN, _PKG + "/configs/decode_mla/{arch}.json"]
 _DSA = [f"{_PKG}/attention/dsa_decode.py", *_MLA, _PKG + "/configs/decode_dsa/{arch}.json"]
 _INDEXER = [f"{_PKG}/attention/dsa_indexer.py", f"{_PKG}/attention/_common.py",
@@ -40,6 +40,8 @@ KERNEL_SOURCES: dict[str, list[str]] = {
     "check_dsa": _DSA,
     "indexer": _INDEXER,
     "check_indexer": _INDEXER,
+    "indexer_scores": _INDEXER,
+    "indexer_topk": _INDEXER,
 }
 
 

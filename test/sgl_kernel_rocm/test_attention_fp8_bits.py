@@ -67,18 +67,11 @@ def _run(asm: str, operands: dict[int, int]) -> dict[int, int]:
         op, args = line.split(None, 1)
         a = [t.strip() for t in args.split(",")]
         dst = int(a[0][1:])
-        if op == "prmt.b32":  # d, a, b, c: bytes 0-3 from a, 4-7 from b
-            x, y = val(a[1]), val(a[2])
-            data = [(x >> (8 * i)) & 0xFF for i in range(4)] + [
-                (y >> (8 * i)) & 0xFF for i in range(4)
-            ]  # noqa: E501
-            reg[dst] = _perm_bytes(data, val(a[3]), nibble=True)
-        elif op == "v_perm_b32":  # d, s0, s1, sel: bytes 0-3 from s1, 4-7 from s0
-            s0, s1 = val(a[1]), val(a[2])
-            data = [(s1 >> (8 * i)) & 0xFF for i in range(4)] + [
-                (s0 >> (8 * i)) & 0xFF for i in range(4)
-            ]  # noqa: E501
-            reg[dst] = _perm_bytes(data, val(a[3]), nibble=False)
+        if op in ("prmt.b32", "v_perm_b32"):
+            # prmt d, a, b, c: bytes 0-3 from a, 4-7 from b; v_perm d, s0, s1, sel: 0-3 from s1
+            lo, hi = (val(a[1]), val(a[2])) if op == "prmt.b32" else (val(a[2]), val(a[1]))
+            data = [(w >> (8 * i)) & 0xFF for w in (lo, hi) for i in range(4)]
+            reg[dst] = _perm_bytes(data, val(a[3]), nibble=op == "prmt.b32")
         elif op in ("shr.b32",):
             reg[dst] = (val(a[1]) & M32) >> val(a[2])
         elif op == "v_lshrrev_b32":  # d, shift, src

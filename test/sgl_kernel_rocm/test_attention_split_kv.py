@@ -5,15 +5,8 @@ through a stand-in, with one split or several; what lies beside the view stays u
 from __future__ import annotations
 
 import pytest
+import sgl_kernel_rocm.attention as attn
 import torch
-from sgl_kernel_rocm.attention import (
-    dsa_sparse_decode,
-    dsa_sparse_decode_ref,
-    gqa_decode,
-    gqa_decode_ref,
-    mla_decode,
-    mla_decode_ref,
-)
 
 HEADS = 16
 
@@ -33,16 +26,16 @@ def _run(kind: str, g: torch.Generator, out: torch.Tensor, splits: int):
         k, bt, seq = _paged(g, (2, 64), torch.float8_e4m3fn)
         v = (torch.randn(k.shape, generator=g) * 4).to(torch.float8_e4m3fn)
         q = torch.randn(2, HEADS, 64, generator=g).to(torch.bfloat16)
-        gqa_decode(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5, num_splits=splits, out=out)
-        return gqa_decode_ref(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5)
+        attn.gqa_decode(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5, num_splits=splits, out=out)
+        return attn.gqa_decode_ref(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5)
     kv, bt, seq = _paged(g, (576,), torch.float8_e4m3fn)
     q = torch.randn(2, HEADS, 576, generator=g).to(torch.bfloat16)
     if kind == "mla":
-        mla_decode(q, kv, bt, seq, kv_scale=0.25, num_splits=splits, out=out)
-        return mla_decode_ref(q, kv, bt, seq, kv_scale=0.25)
+        attn.mla_decode(q, kv, bt, seq, kv_scale=0.25, num_splits=splits, out=out)
+        return attn.mla_decode_ref(q, kv, bt, seq, kv_scale=0.25)
     idx = torch.randint(-1, 72, (2, 40), generator=g, dtype=torch.int32)
-    dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.25, num_splits=splits, out=out)
-    return dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.25)
+    attn.dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.25, num_splits=splits, out=out)
+    return attn.dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.25)
 
 
 @pytest.mark.parametrize("splits", [1, 3])

@@ -387,6 +387,33 @@ def test_ttgir_convert_count_follows_views_of_each_load():
     assert converts.ttgir_stream_converts(once, streams) == {"kv": 1, "kv_rope": 1}
 
 
+TTGIR_PIPELINED = "\n".join(
+    [
+        "    %buf = ttg.local_alloc : () -> !ttg.memdesc<2x64x128xf8E4M3FN, #shared, #smem, mutable> loc(#loc1)",  # noqa: E501
+        "    %v0 = ttg.memdesc_index %buf[%c0] : !ttg.memdesc<2x64x128xf8E4M3FN> -> !ttg.memdesc<64x128xf8E4M3FN> loc(#loc1)",  # noqa: E501
+        "    %t0 = ttg.async_copy_global_to_local %ptr, %v0 mask %m other %o : tensor<64x128x!tt.ptr<f8E4M3FN>> -> <64x128xf8E4M3FN> loc(#loc1)",  # noqa: E501
+        "      %v1 = ttg.memdesc_index %buf[%i] : !ttg.memdesc<2x64x128xf8E4M3FN> -> !ttg.memdesc<64x128xf8E4M3FN> loc(#loc1)",  # noqa: E501
+        "      %t1 = ttg.async_copy_global_to_local %ptr2, %v1 mask %m other %o : tensor<64x128x!tt.ptr<f8E4M3FN>> -> <64x128xf8E4M3FN> loc(#loc1)",  # noqa: E501
+        "      %v2 = ttg.memdesc_index %buf[%j] : !ttg.memdesc<2x64x128xf8E4M3FN> -> !ttg.memdesc<64x128xf8E4M3FN> loc(#loc1)",  # noqa: E501
+        "      %a = ttg.local_load %v2 token %t1 : !ttg.memdesc<64x128xf8E4M3FN> -> tensor<64x128xf8E4M3FN, #linear> loc(#loc1)",  # noqa: E501
+        "      %b = ttg.local_load %v2 token %t1 : !ttg.memdesc<64x128xf8E4M3FN> -> tensor<64x128xf8E4M3FN, #dot1> loc(#loc1)",  # noqa: E501
+        "      %x = tt.fp_to_fp %a : tensor<64x128xf8E4M3FN, #linear> -> tensor<64x128xbf16, #linear> loc(#loc2)",  # noqa: E501
+        "      %y = tt.fp_to_fp %b : tensor<64x128xf8E4M3FN, #dot1> -> tensor<64x128xbf16, #dot1> loc(#loc2)",  # noqa: E501
+        '#loc1 = loc("/pkg/attention/mla_decode.py":90:12)',
+        '#loc2 = loc("/pkg/attention/mla_decode.py":99:8)',
+    ]
+)
+
+
+def test_ttgir_convert_count_follows_pipelined_loads():
+    """With num_stages > 1 the tile arrives by async copies into a shared buffer and is read
+    back from views of it: converts of those reads count; the copies themselves do not."""
+    streams = {("mla_decode.py", 90): "kv"}
+    assert converts.ttgir_stream_converts(TTGIR_PIPELINED, streams) == {"kv": 2}
+    once = TTGIR_PIPELINED.replace("tt.fp_to_fp %b", "tt.trans %b")
+    assert converts.ttgir_stream_converts(once, streams) == {"kv": 1}
+
+
 def test_ttgir_attribution_and_warp_redundancy():
     streams = {("_kernels.py", 80): "weights", ("_kernels.py", 81): "scales"}
     loads = isa.ttgir_stream_loads(TTGIR, streams)

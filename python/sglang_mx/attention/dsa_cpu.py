@@ -1,6 +1,7 @@
 """What SGLang 0.5.23 lacks to serve a DSA model (GLM-5, DeepSeek-V3.2) on a CPU box: three
 hooks on its argument resolution and RoPE factory (`register()`, called by the plugin when our
-CPU platform is wanted). Each says why."""
+CPU platform is wanted, and on the mx_cuda platform, where only the KV-dtype rule applies: the
+other two act on a CPU device only). Each says why."""
 
 from __future__ import annotations
 
@@ -26,15 +27,23 @@ def _no_cuda_capability(original, server_args, *args, **kwargs):
     import torch
     from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
 
-    if torch.cuda.is_available():
+    from sglang_mx.env import ENV
+
+    on_gpu = torch.cuda.is_available()
+    if on_gpu and not ENV.cuda_native_wanted():
         return original(server_args, *args, **kwargs)
     kv_auto = resolving_view(server_args).kv_cache_dtype == "auto"
-    probe = torch.cuda.get_device_capability
-    torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
-    try:
+    if on_gpu:
+        # mx_cuda: the real capability, and the same "auto" latent dtype as on a CPU box (mx_dsa
+        # reads any float latent; the bf16 rule is for SGLang's GPU MLA kernels).
         result = original(server_args, *args, **kwargs)
-    finally:
-        torch.cuda.get_device_capability = probe
+    else:
+        probe = torch.cuda.get_device_capability
+        torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
+        try:
+            result = original(server_args, *args, **kwargs)
+        finally:
+            torch.cuda.get_device_capability = probe
     if kv_auto and resolving_view(server_args).kv_cache_dtype != "auto":
         declare_resolution(server_args, "sglang_mx_cpu_kv_dtype", kv_cache_dtype="auto")
     return result

@@ -76,21 +76,27 @@ def _rope_cpu_any_type(
     return factory.get_rope(*common, partial_rotary_factor)
 
 
-def wants_mx_dsa(server_args: Any) -> bool:
-    """True for a local DSA checkpoint: SGLang's own `is_deepseek_dsa` on its config.json (read
-    directly: building SGLang's ModelConfig here would memoize it before argument resolution
-    ends)."""
+def is_dsa_checkpoint(model_path: Any) -> bool:
+    """A local checkpoint SGLang would serve with DSA: SGLang's own `is_deepseek_dsa` on its
+    config.json (read directly: building SGLang's ModelConfig here would memoize it before
+    argument resolution ends)."""
     import json
     from pathlib import Path
 
-    from sglang.srt.arg_groups.overrides import resolving_view
     from sglang.srt.configs.model_config import is_deepseek_dsa
 
-    config = Path(str(resolving_view(server_args).model_path)) / "config.json"
+    config = Path(str(model_path)) / "config.json"
     try:
         return bool(is_deepseek_dsa(json.loads(config.read_text())))
     except (OSError, ValueError):
         return False  # not a local checkpoint: SGLang reports what it cannot load
+
+
+def wants_mx_dsa(server_args: Any) -> bool:
+    """True for a local DSA checkpoint (`is_dsa_checkpoint`)."""
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    return is_dsa_checkpoint(resolving_view(server_args).model_path)
 
 
 def _dsa_backend_first(original, server_args: Any, *args, **kwargs):

@@ -19,4 +19,7 @@ TREE_CORE_ENV = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
 
 def prepare_process() -> None:
     os.environ.setdefault(TREE_CORE_ENV, "python")
+    # As on the CPU platform: no torch.compile of SGLang's helpers (the MoE router compiled at the
+    # first request, a stall of a short GPU lease), the same eager code on both platforms.
+    os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")
     add_standin("sgl_kernel")

@@ -18,9 +18,7 @@ Every server argument it sets is a default (an explicit flag wins), except
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,22 +26,12 @@ from sglang.srt.platforms.cuda import CudaDeviceMixin
 from sglang.srt.platforms.device_mixin import PlatformEnum
 from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 
+from sglang_mx.attention.dsa_cpu import is_dsa_checkpoint
 from sglang_mx.attention.registry import MX_DSA, MX_TRITON
 
 logger = logging.getLogger(__name__)
 # Logged once per worker; scripts/gpu_serve_check.py reads it from the server log.
 ACTIVE_LINE = "sglang_mx platform mx_cuda active"
-
-
-def is_dsa_checkpoint(model_path: Any) -> bool:
-    """A local checkpoint SGLang would serve with DSA (its own `is_deepseek_dsa`)."""
-    from sglang.srt.configs.model_config import is_deepseek_dsa
-
-    try:
-        config = json.loads((Path(str(model_path)) / "config.json").read_text())
-    except (OSError, ValueError):
-        return False  # not a local checkpoint: SGLang reports what it cannot load
-    return bool(is_deepseek_dsa(config))
 
 
 def server_args_defaults(server_args: Any) -> dict[str, Any]:

@@ -163,6 +163,25 @@ def tracked_bytes() -> int:
     return sum(p.stat().st_size for p in paths if p.is_file())
 
 
+def archive_problems(archive: Path = ARCHIVE, rows: list[Row] | None = None) -> list[str]:
+    """What the archive lacks or should not hold: a dist-info per carried row, SGLang's server
+    entry module, and no compiled SGLang module (the trim)."""
+    with tarfile.open(archive, "r:xz") as tf:
+        names = tf.getnames()
+    tops = {n.split("/")[0].lower() for n in names}
+    problems = []
+    for r in rows or read_list():
+        info = f"{r.name.replace('-', '_').lower()}-{r.version}.dist-info"
+        if (info in tops) != (r.role == "carried"):
+            problems.append(
+                f"{r.spec} ({r.role}): dist-info {'missing' if r.role == 'carried' else 'present'}"
+            )
+    if "sglang/srt/entrypoints/http_server.py" not in names:
+        problems.append("sglang/srt/entrypoints/http_server.py missing")
+    problems += [f"untrimmed {n}" for n in names if n.startswith("sglang/") and n.endswith(".so")]
+    return problems
+
+
 def check() -> int:
     tracked = tracked_bytes()
     carried = ARCHIVE.stat().st_size if ARCHIVE.exists() else 0
@@ -174,7 +193,10 @@ def check() -> int:
     if not carried:
         print(f"{ARCHIVE} missing: run `python scripts/gpu_serve_assets.py build`")
         return 1
-    return 0 if total <= CAP_BYTES else 1
+    problems = archive_problems()
+    for p in problems:
+        print(f"archive: {p}")
+    return 0 if total <= CAP_BYTES and not problems else 1
 
 
 def build() -> int:
@@ -189,7 +211,7 @@ def build() -> int:
     write_sizes(rows, {n: w.stat().st_size for n, w in wheels.items()})
     digest = hashlib.sha256(ARCHIVE.read_bytes()).hexdigest()
     print(
-        f"{len(carried)} wheels carried, {len(rows) - len(carried)} stand-ins; trimmed "
+        f"{len(carried)} wheels carried, {len(rows) - len(carried)} not carried; trimmed "
         f"{removed / 2**20:.1f} MiB; {ARCHIVE} {ARCHIVE.stat().st_size} bytes sha256 {digest}"
     )
     return check()

@@ -4,6 +4,8 @@ class imports and answers without CUDA). Serving on a GPU is scripts/gpu_serve_c
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -163,3 +165,35 @@ def test_cuda_machine_without_sgl_kernel_is_claimed_by_mx_cuda():
     if f.sgl_kernel:
         pytest.skip("the real sgl_kernel is installed: SGLang's CUDA platform serves")
     assert platform.activate_cuda() == platform.CUDA_PLATFORM_CLASS
+
+
+def test_cuda_hooks_put_torch_in_place_of_two_jit_kernels():
+    from sglang_mx.seam import cuda_hooks
+
+    ids = torch.tensor([[1, 2], [3, 4], [5, 6]], dtype=torch.int32)
+    cuda_hooks.mask_padded_rows(ids, torch.tensor(2), -1)
+    assert ids.tolist() == [[1, 2], [3, 4], [-1, -1]]
+    calls = []
+    cuda_hooks._mask_padded_on_torch(lambda *a: calls.append(a), ids, None)
+    assert len(calls) == 1  # no padded count (or a CPU tensor): SGLang's own function runs
+
+    # Applied as SGLang applies plugin hooks (a fresh process: hooks are process-wide). With
+    # SGLang's CUDA flags forced, its router would pick the JIT tiny GEMM; hooked, it never does.
+    code = """
+import torch
+from sglang.srt.plugins.hook_registry import HookRegistry
+from sglang.srt.models.deepseek_common import utils
+from sglang_mx.seam import cuda_hooks
+utils._is_cuda, utils._device_sm = True, 90
+shape = dict(num_experts=256, hidden_size=6144, weight_dtype=torch.bfloat16)  # unhooked: 16
+cuda_hooks.register()
+HookRegistry.apply_hooks()
+from sglang.srt.layers.moe import topk
+assert hasattr(utils.tiny_router_gemm_max_tokens, "__wrapped__")
+assert hasattr(topk._mask_topk_ids_padded_region, "__wrapped__")
+print("router", utils.tiny_router_gemm_max_tokens(**shape))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0 and "router -1" in out.stdout, out.stderr[-2000:]

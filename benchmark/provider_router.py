@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import random
 import statistics
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from provider_overhead import RESULTS, hardware, load_avg, pct, versions
+from provider_overhead import RESULTS, hardware, load_avg, pct, versions, write_result
 from sglang_mx.provider.launch import router_process
 
 TOPICS = ("rivers", "mills", "bridges", "ferries", "canals", "locks", "dams", "weirs", "wells",
@@ -138,10 +137,7 @@ def main() -> int:
             f"{r['policy']:14}{r['hit_rate']:10.3f}{r['req_per_s']:8.2f}"
             f"{r['prompt_tok_per_s']:14.1f}{r['p50_s']:8.2f}{r['p99_s']:8.2f}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    plot(result, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    write_result(result, args.out, plot)
     return 0
 
 

@@ -11,7 +11,6 @@ dequantization of the MXFP4 checkpoint (what the served kernels compute).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing import dsa_reference as dsa
 from sglang_mx.testing.corpus import encode_stream, stdlib_files
 from sglang_mx.testing.hf_reference import load_hf_mxfp4, perplexity
+from tiny_common import eval_parser
 
 
 def load_eager(path: str):
@@ -33,11 +33,9 @@ def load_eager(path: str):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ap = eval_parser(
+        __doc__, "docs/results/tiny_glm5_ppl.json", 32, "held-out windows per perplexity"
     )
-    ap.add_argument("--out", type=Path, default=Path("docs/results/tiny_glm5_ppl.json"))
-    ap.add_argument("--windows", type=int, default=32, help="held-out windows per perplexity")
     ap.add_argument("--window", type=int, default=256, help="tokens per window (> index_topk)")
     ap.add_argument("--mass-windows", type=int, default=4, help="512-token windows for top-k mass")
     ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")

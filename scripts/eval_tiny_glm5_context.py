@@ -15,7 +15,6 @@ this record's `quality_context` by test/sglang_mx/test_tiny_glm5_context.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -26,7 +25,8 @@ from sglang_mx.assets import bundled_model_path
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing import dsa_reference as dsa
 from sglang_mx.testing.corpus import encode_stream, stdlib_files
-from sglang_mx.testing.hf_reference import load_hf_mxfp4
+from sglang_mx.testing.hf_reference import load_hf_mxfp4, quality_context
+from tiny_common import eval_parser
 
 # The 0-512 band is the trained range (sequences of 128/256/512 tokens); a model that keeps its
 # quality has later bands at or below it (more context), so 1.25x is already a clear loss.
@@ -61,17 +61,6 @@ def band_ppl(nll: torch.Tensor, bands) -> list[dict]:
         for a, b in bands
         if b <= nll.numel()
     ]
-
-
-def quality_context(rows: list[dict], factor: float) -> int:
-    """End of the longest run of bands from the first whose perplexity <= factor x the first's."""
-    first = rows[0]["perplexity"]
-    end = rows[0]["band"][1]
-    for r in rows[1:]:
-        if r["perplexity"] > factor * first:
-            break
-        end = r["band"][1]
-    return end
 
 
 @torch.no_grad()
@@ -119,11 +108,8 @@ def mass_by_band(model, window: torch.Tensor, k: int, bands) -> dict[str, list[d
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, default=Path("docs/results/tiny_glm5_ppl_by_position.json"))
-    ap.add_argument("--windows", type=int, default=4, help="held-out windows per perplexity")
+    ap = eval_parser(__doc__, "docs/results/tiny_glm5_ppl_by_position.json", 4,
+                     "held-out windows per perplexity")  # fmt: skip
     ap.add_argument("--length", type=int, default=8192, help="tokens per window")
     ap.add_argument("--mass-windows", type=int, default=1, help="windows for top-k mass")
     ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")

@@ -18,7 +18,7 @@ from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.modelspec import from_hf_config, load_model
 from sglang_mx.bench.roofline import Precision
 from sglang_mx.bench.stamp import stamp
-from sglang_mx.bench.workload import LengthDist, WorkloadSpec, get_preset
+from sglang_mx.bench.workload import WorkloadSpec, get_preset
 from sglang_mx.plan.efficiency import get_profile
 from sglang_mx.plan.layouts import parse_plan_layout
 from sglang_mx.plan.links import link_for
@@ -130,13 +130,7 @@ def case2(n: int) -> dict:
         dense_dtype="fp8",
         attn_dtype="bf16",
     )
-    spec = WorkloadSpec(
-        name="1k-1k-0",
-        input_len=LengthDist("fixed", 1024),
-        output_len=LengthDist("fixed", 1024),
-        hit_rate=0.0,
-        num_requests=n,
-    )
+    spec = WorkloadSpec.fixed("1k-1k-0", 1024, 1024, hit_rate=0.0, num_requests=n)
     pts = closed_loop(dep(load_model("glm-5.2"), "MI355X", "tp8", prec), spec, [1, 64])
     return {
         "published": {"c1_tpot_s": 0.0125, "c64_tpot_s": 0.030, "c64_output_tok_s": 2074},
@@ -147,13 +141,7 @@ def case2(n: int) -> dict:
 def case3(n: int) -> dict:
     """DeepSeek-R1-0528 MXFP4 + MTP, 4x MI355X TP4, 1k/1k: 314 / 1,747 / 3,113 tok/s per GPU
     at concurrency 4 / 64 / 256 (SemiAnalysisAI/InferenceX #1629)."""
-    spec = WorkloadSpec(
-        name="1k-1k-0",
-        input_len=LengthDist("fixed", 1024),
-        output_len=LengthDist("fixed", 1024),
-        hit_rate=0.0,
-        num_requests=n,
-    )
+    spec = WorkloadSpec.fixed("1k-1k-0", 1024, 1024, hit_rate=0.0, num_requests=n)
     d = dep(deepseek_r1(), "MI355X", "tp4", Precision(), mtp=True)
     return {
         "published": {"tok_s_per_gpu": {"4": 314, "64": 1747, "256": 3113}},

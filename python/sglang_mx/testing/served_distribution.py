@@ -37,21 +37,21 @@ def reference_logprobs(model, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits, -1)[:-1]
 
 
+def greedy_generate(url: str, max_new_tokens: int, timeout: float = 600, **fields) -> dict:
+    """One temperature-0 SGLang /generate call; `fields` are the rest of the body (text or
+    input_ids, logprob options). A status other than 200 fails with the server's body."""
+    body = {**fields, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+    r = httpx.post(f"{url}/generate", json=body, timeout=timeout)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 def served_logprobs(url: str, ids: list[int], vocab: int) -> torch.Tensor:
     """The server's full next-token distributions over the prompt, [T-1, V]."""
-    r = httpx.post(
-        f"{url}/generate",
-        json={
-            "input_ids": ids,
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-            "return_logprob": True,
-            "logprob_start_len": 0,
-            "top_logprobs_num": vocab,
-        },
-        timeout=600,
+    out = greedy_generate(
+        url, 1, input_ids=ids, return_logprob=True, logprob_start_len=0, top_logprobs_num=vocab
     )
-    assert r.status_code == 200, r.text
-    rows = r.json()["meta_info"]["input_top_logprobs"][1:]
+    rows = out["meta_info"]["input_top_logprobs"][1:]
     out = torch.full((len(rows), vocab), float("-inf"), dtype=torch.float64)
     for i, row in enumerate(rows):
         for lp, token, _ in row:

@@ -16,10 +16,11 @@ from openrouter_schema import check_legacy, check_usage, check_v24
 from provider_support import (
     MODEL_ID,
     PRICES,
+    TEST_PROVIDER_ARGS,
     leave_stream_after,
+    price_served_model,
     provider_process,
     wait_until_settled,
-    write_pricing,
 )
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
@@ -51,12 +52,8 @@ def _cli_create_key(db: Path, name: str, *extra: str) -> str:
 @pytest.fixture(scope="module")
 def live(mxfp4_server: str, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("live")
-    served = httpx.get(mxfp4_server + "/v1/models", timeout=30).json()["data"][0]
-    ctx = int(served.get("max_model_len") or 2048)
-    max_completion = ctx - 256
-    pricing = write_pricing(
-        tmp / "pricing.json", served["id"], context_length=ctx, max_completion_tokens=max_completion
-    )
+    ctx, pricing = price_served_model(mxfp4_server, tmp)
+    max_completion = ctx - 256  # what the pricing file allows
     db = tmp / "provider.sqlite"
     keys = {
         "a": _cli_create_key(db, "tenant-a"),
@@ -81,9 +78,7 @@ def live(mxfp4_server: str, tmp_path_factory):
         capture_output=True,
     )
     keys["revoked"] = revoked_plain
-    with provider_process(
-        mxfp4_server, pricing, db, "--keepalive-s", "0.5", "--default-rpm", "100000"
-    ) as prov:
+    with provider_process(mxfp4_server, pricing, db, *TEST_PROVIDER_ARGS) as prov:
         yield {
             "max_completion": max_completion,
             "url": prov.url,

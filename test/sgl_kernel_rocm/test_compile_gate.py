@@ -84,7 +84,8 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
 
     stream = {"module": "planted_kernels", "ints": (("n", 6143), ("stride", 6144)),
               "pointers": (("w_ptr", "*u8"), ("out_ptr", "*i32")), "constexprs": (),
-              "num_warps": 4, "expect": ("wide_stream",)}  # fmt: skip
+              "num_warps": 4, "expect": ("wide_stream",), "label": "planted",
+              **common | {"stream": "weights", "stream_bytes_per_iter": 4096}}  # fmt: skip
     budget = "LDS" if is_amd(arch) else "shared memory"
     out = {
         "compile_error": (
@@ -133,23 +134,11 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             "warps compute each output tile",
         ),
         "narrow_stream": (
-            Case(
-                kernel="planted.narrow",
-                fn="narrow_stream_kernel",
-                label="planted",
-                **stream,
-                **common | {"stream": "weights", "stream_bytes_per_iter": 4096},
-            ),
+            Case(kernel="planted.narrow", fn="narrow_stream_kernel", **stream),
             "'weights' stream loads are 1 B wide",
         ),
         "unattributed_stream": (
-            Case(
-                kernel="planted.unmarked",
-                fn="unmarked_stream_kernel",
-                label="planted",
-                **stream,
-                **common | {"stream": "weights", "stream_bytes_per_iter": 4096},
-            ),
+            Case(kernel="planted.unmarked", fn="unmarked_stream_kernel", **stream),
             "no global load attributed to the 'weights' stream",
         ),
     }
@@ -184,41 +173,29 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
                 ),
                 "W4A16 without v_cvt_scalef32",
             ),
-            "control_w4a4": (
-                Case(
-                    **scaled,
-                    label="control:e2m1",
-                    expect=("mfma_scale",),
-                    pointers=(
-                        ("a_ptr", "*u8"),
-                        ("as_ptr", "*u8"),
-                        ("w_ptr", "*u8"),
-                        ("ws_ptr", "*u8"),
-                        ("out_ptr", "*fp32"),
-                    ),
-                    ints=(),
-                    constexprs=(("A_FMT", "e2m1"), *blocks),
-                ),
-                None,
-            ),
-            "control_w4a16": (
-                Case(
-                    **scaled,
-                    label="control:bf16",
-                    expect=("cvt_scalef32",),
-                    pointers=(
-                        ("a_ptr", "*bf16"),
-                        ("as_ptr", "*u8"),
-                        ("w_ptr", "*u8"),
-                        ("ws_ptr", "*u8"),
-                        ("out_ptr", "*fp32"),
-                    ),
-                    ints=(),
-                    constexprs=(("A_FMT", "bf16"), *blocks),
-                ),
-                None,
-            ),
         }
+        # The controls: e2m1 activations (W4A4) must use v_mfma_scale, bf16 ones (W4A16) the
+        # hardware upcast v_cvt_scalef32.
+        for name, a_fmt, a_type, demand in (
+            ("control_w4a4", "e2m1", "*u8", "mfma_scale"),
+            ("control_w4a16", "bf16", "*bf16", "cvt_scalef32"),
+        ):
+            pointers = (
+                ("a_ptr", a_type),
+                ("as_ptr", "*u8"),
+                ("w_ptr", "*u8"),
+                ("ws_ptr", "*u8"),
+                ("out_ptr", "*fp32"),
+            )
+            case = Case(
+                **scaled,
+                label=f"control:{a_fmt}",
+                expect=(demand,),
+                pointers=pointers,
+                ints=(),
+                constexprs=(("A_FMT", a_fmt), *blocks),
+            )
+            out[name] = (case, None)
     return out
 
 

@@ -46,7 +46,9 @@ SHORT_PROMPTS = [
     '"""Utilities for reading and writing files."""\n\nfrom __future__ import',
 ]
 # Source text in the style of the corpus (not copied from it): long prompts are repeats of it.
-LONG_TEXT = HELD_OUT_TEXT + '''    if hasstr and hasbytes:
+LONG_TEXT = (
+    HELD_OUT_TEXT
+    + '''    if hasstr and hasbytes:
         raise TypeError("Can't mix strings and bytes in path components") from None
 
 
@@ -61,6 +63,7 @@ class Window:
         for start in range(0, max(len(self.items) - self.size + 1, 1)):
             yield self.items[start : start + self.size]
 '''
+)
 
 
 @pytest.fixture(scope="module")

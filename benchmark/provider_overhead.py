@@ -283,6 +283,18 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def run_meta(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """When, where and with what a provider benchmark ran, and its flags."""
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware(),
+        "load_avg_1m": load_avg(),
+        "versions": versions(),
+        "model": model,
+        "config": vars(args) | {"out": str(args.out)},
+    }
+
+
 def write_result(result: dict[str, Any], out: Path, plot) -> None:
     """The result JSON at `out` and its plot beside it (.png), as each provider benchmark writes."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -319,14 +331,7 @@ def main() -> int:
         prov = stack.enter_context(provider_process(upstream, pricing, db,
                                                     "--default-rpm", "1000000"))  # fmt: skip
         result = {
-            "meta": {
-                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "hardware": hardware(),
-                "load_avg_1m": load_avg(),
-                "versions": versions(),
-                "model": model,
-                "config": vars(args) | {"out": str(args.out)},
-            },  # fmt: skip
+            "meta": run_meta(model, args),
             "latency": latency(upstream, prov.url, key, model, args.requests, prov.proc.pid),
             "short_streams": short_streams(
                 upstream, prov.url, key, model, args.short_streams, prov.proc.pid

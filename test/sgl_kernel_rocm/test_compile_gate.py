@@ -79,8 +79,10 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
            "pointers": (("a_ptr", "*bf16"), ("b_ptr", "*bf16"), ("out_ptr", "*fp32")),
            "ints": (("k_dim", 4096),)}  # fmt: skip
 
-    def tile(m, n, k):
-        return tuple(zip("MNK", (m, n, k), strict=True))
+    def dot_case(label: str, mnk: tuple[int, int, int], warps: int, expect=(), stages=1) -> Case:
+        """The dot loop at one tile, warp count and stage count: each plants its own fault."""
+        return Case(**dot, label=f"planted:{label}", constexprs=tuple(zip("MNK", mnk, strict=True)),
+                    num_warps=warps, expect=expect, **common | {"num_stages": stages})  # fmt: skip
 
     stream = {"module": "planted_kernels", "ints": (("n", 6143), ("stride", 6144)),
               "pointers": (("w_ptr", "*u8"), ("out_ptr", "*i32")), "constexprs": (),
@@ -103,34 +105,12 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             "Return type mismatch",
         ),
         "spill": (
-            Case(
-                **dot,
-                label="planted:spill",
-                constexprs=tile(*((256, 128, 16) if is_amd(arch) else (128, 128, 16))),
-                num_warps=1,
-                **common,
-            ),
+            dot_case("spill", (256, 128, 16) if is_amd(arch) else (128, 128, 16), warps=1),
             "spills",
         ),
-        "lds_smem": (
-            Case(
-                **dot,
-                label="planted:stages",
-                constexprs=tile(32, 32, 512),
-                num_warps=4,
-                **common | {"num_stages": 6},
-            ),
-            f"{budget} ",
-        ),
+        "lds_smem": (dot_case("stages", (32, 32, 512), warps=4, stages=6), f"{budget} "),
         "warp_repetition": (
-            Case(
-                **dot,
-                label="planted:small-tile",
-                constexprs=tile(16, 16, 32),
-                num_warps=8,
-                expect=("whole_warps",),
-                **common,
-            ),
+            dot_case("small-tile", (16, 16, 32), warps=8, expect=("whole_warps",)),
             "warps compute each output tile",
         ),
         "narrow_stream": (
@@ -148,14 +128,7 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
         blocks = (("BLOCK_M", 32), ("BLOCK_N", 32), ("BLOCK_K", 128))
         out |= {
             "no_mfma_scale": (
-                Case(
-                    **dot,
-                    label="planted:w4a4-as-bf16",
-                    constexprs=tile(32, 32, 64),
-                    num_warps=4,
-                    expect=("mfma_scale",),
-                    **common,
-                ),
+                dot_case("w4a4-as-bf16", (32, 32, 64), warps=4, expect=("mfma_scale",)),
                 "W4A4 without v_mfma_scale",
             ),
             "no_cvt_scalef32": (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+from sglang_mx.bench.roofline import DTYPE_BYTES, Precision
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
@@ -21,15 +21,8 @@ def add_precision_args(p: argparse.ArgumentParser) -> None:
 def precision_from_args(args: argparse.Namespace):
     """The roofline's Precision from the shared --expert-bits/--expert-dtype/--dense-dtype/
     --kv-dtype flags (also used by `sglang-mx plan`)."""
-    from sglang_mx.bench.roofline import Precision
-
-    return Precision(
-        expert_bits=args.expert_bits,
-        dense_bytes=DTYPE_BYTES[args.dense_dtype],
-        kv_bytes=DTYPE_BYTES[args.kv_dtype],
-        expert_dtype=args.expert_dtype,
-        dense_dtype=args.dense_dtype,
-        attn_dtype=args.dense_dtype,
+    return Precision.from_dtypes(
+        args.expert_bits, args.expert_dtype, args.dense_dtype, args.kv_dtype
     )
 
 

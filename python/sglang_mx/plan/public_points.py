@@ -122,14 +122,7 @@ def case1(n: int) -> dict:
 def case2(n: int) -> dict:
     """GLM-5.2 FP8, 8x MI355X TP8, bf16 KV, 1k/1k: TPOT 12.5 ms at c=1; 30.0 ms, 2,074 out
     tok/s at c=64 (ROCm/ATOM recipes/GLM-5.md)."""
-    prec = Precision(
-        expert_bits=8.03,
-        dense_bytes=1.0,
-        kv_bytes=2.0,
-        expert_dtype="fp8",
-        dense_dtype="fp8",
-        attn_dtype="bf16",
-    )
+    prec = Precision.from_dtypes(8.03, expert="fp8", dense="fp8", kv="bf16", attn="bf16")
     spec = WorkloadSpec.fixed("1k-1k-0", 1024, 1024, hit_rate=0.0, num_requests=n)
     pts = closed_loop(dep(load_model("glm-5.2"), "MI355X", "tp8", prec), spec, [1, 64])
     return {

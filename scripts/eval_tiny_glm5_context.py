@@ -108,8 +108,9 @@ def mass_by_band(model, window: torch.Tensor, k: int, bands) -> dict[str, list[d
 
 
 def main() -> None:
-    ap = eval_parser(__doc__, "docs/results/tiny_glm5_ppl_by_position.json", 4,
-                     "held-out windows per perplexity")  # fmt: skip
+    ap = eval_parser(
+        __doc__, "docs/results/tiny_glm5_ppl_by_position.json", 4, "held-out windows per perplexity"
+    )
     ap.add_argument("--length", type=int, default=8192, help="tokens per window")
     ap.add_argument("--mass-windows", type=int, default=1, help="windows for top-k mass")
     ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")

@@ -8,9 +8,14 @@ import torch
 
 
 def scattered_pages(
-    g: torch.Generator, pool: int, page: int, entry: tuple[int, ...], dtype: torch.dtype,
-    rows: int, cols: int,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    g: torch.Generator,
+    pool: int,
+    page: int,
+    entry: tuple[int, ...],
+    dtype: torch.dtype,
+    rows: int,
+    cols: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A random cache of `pool` pages of `page` entries shaped `entry` (fp8 values x4, into the
     e4m3 range; the tests' dequant scales bring them back) and a [rows, cols] int32 block table
     of distinct pages scattered over the pool."""

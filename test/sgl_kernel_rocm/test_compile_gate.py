@@ -81,8 +81,14 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
 
     def dot_case(label: str, mnk: tuple[int, int, int], warps: int, expect=(), stages=1) -> Case:
         """The dot loop at one tile, warp count and stage count: each plants its own fault."""
-        return Case(**dot, label=f"planted:{label}", constexprs=tuple(zip("MNK", mnk, strict=True)),
-                    num_warps=warps, expect=expect, **common | {"num_stages": stages})  # fmt: skip
+        return Case(
+            **dot,
+            label=f"planted:{label}",
+            constexprs=tuple(zip("MNK", mnk, strict=True)),
+            num_warps=warps,
+            expect=expect,
+            **common | {"num_stages": stages},
+        )
 
     stream = {"module": "planted_kernels", "ints": (("n", 6143), ("stride", 6144)),
               "pointers": (("w_ptr", "*u8"), ("out_ptr", "*i32")), "constexprs": (),

@@ -101,26 +101,33 @@ class WorkloadSpec(Overridable):
         return cls(**d)
 
 
-# hit_rate: the share of prompt tokens cached
+# name, input tokens, output tokens, session turns, shared prefixes, requests, requests/s; every
+# preset has fixed lengths and 60% of its prompt tokens cached.
+_PRESET_ROWS = [
+    # The public GLM-5.2 / 8x MI355X workload: 20k in, 1k out, 60% of prompt tokens cached.
+    ("production-20k-1k-60", 20000, 1000, 1, 8, 240, 2.4),
+    # Same token mix reached through 3-turn agent sessions instead of shared documents.
+    ("agentic-20k-1k-60", 20000, 1000, 3, 8, 240, 2.4),
+    # production-20k-1k-60's shape (20:1 input:output tokens, 60% of prompt tokens cached, 8
+    # shared prefixes, 2.4 req/s) at the bundled GLM-5 model's 512-token context
+    # (docs/tiny-model.md): the production-shaped workload on a CPU box in about a minute.
+    ("production-480-24-60", 480, 24, 1, 8, 48, 2.4),
+    # CPU scale for the bundled toy model.
+    ("cpu-2k-32-60", 2048, 32, 1, 4, 24, 2.0),
+]
 PRESETS: dict[str, WorkloadSpec] = {
-    p.name: p
-    for p in (
-        # The public GLM-5.2 / 8x MI355X workload: 20k in, 1k out, 60% of prompt tokens cached.
-        WorkloadSpec.fixed("production-20k-1k-60", 20000, 1000, hit_rate=0.6, prefix_groups=8,
-                           num_requests=240, rate=2.4),
-        # Same token mix reached through 3-turn agent sessions instead of shared documents.
-        WorkloadSpec.fixed("agentic-20k-1k-60", 20000, 1000, hit_rate=0.6, turns=3,
-                           prefix_groups=8, num_requests=240, rate=2.4),
-        # production-20k-1k-60's shape (20:1 input:output tokens, 60% of prompt tokens cached, 8
-        # shared prefixes, 2.4 req/s) at the bundled GLM-5 model's 512-token context
-        # (docs/tiny-model.md): the production-shaped workload on a CPU box in about a minute.
-        WorkloadSpec.fixed("production-480-24-60", 480, 24, hit_rate=0.6, prefix_groups=8,
-                           num_requests=48, rate=2.4),
-        # CPU scale for the bundled toy model.
-        WorkloadSpec.fixed("cpu-2k-32-60", 2048, 32, hit_rate=0.6, prefix_groups=4,
-                           num_requests=24, rate=2.0),
+    name: WorkloadSpec.fixed(
+        name,
+        tokens_in,
+        tokens_out,
+        hit_rate=0.6,
+        turns=turns,
+        prefix_groups=groups,
+        num_requests=requests,
+        rate=rate,
     )
-}  # fmt: skip
+    for name, tokens_in, tokens_out, turns, groups, requests, rate in _PRESET_ROWS
+}
 
 
 def get_preset(name: str) -> WorkloadSpec:

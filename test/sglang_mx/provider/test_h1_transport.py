@@ -192,11 +192,14 @@ def test_stale_connection_race_retries_when_no_byte_came_back():
 # waits for the client to close) and what the client's error must say.
 BROKEN_REPLIES = {
     # closing mid-body is a transport error, not a short body
-    "closes-mid-body": (b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly-part", False,
-                        "complete response"),
+    "closes-mid-body": (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly-part",
+        False,
+        "complete response",
+    ),
     "closes-before-any-response": (b"", False, "before a response"),
     "answers-invalid-http": (b"SMTP ready\r\n\r\n", True, "invalid HTTP"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(BROKEN_REPLIES))

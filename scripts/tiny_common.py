@@ -1,11 +1,16 @@
 """What the tiny-model trainers and evaluators share (imported as a sibling: the scripts run as
 `python scripts/NAME.py`): the size and MoE routing both bundled model families are built with,
-and the evaluators' command line."""
+the evaluators' command line and the GLM-5 evaluators' held-out setup."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+import torch
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.testing.corpus import CORPUS_BYTES, encode_stream, stdlib_files
 
 
 def shared_config(vocab_size: int, eos_id: int, max_positions: int) -> dict:
@@ -53,3 +58,28 @@ def eval_parser(doc: str, out: str, windows: int, windows_help: str) -> argparse
     ap.add_argument("--out", type=Path, default=Path(out))
     ap.add_argument("--windows", type=int, default=windows, help=windows_help)
     return ap
+
+
+def glm5_eval_parser(
+    doc: str, out: str, windows: int, mass_windows: int, mass_help: str
+) -> argparse.ArgumentParser:
+    """eval_parser plus what both GLM-5 evaluators take: --mass-windows (windows for the
+    indexer's top-k attention mass) and --threads."""
+    ap = eval_parser(doc, out, windows, "held-out windows per perplexity")
+    ap.add_argument("--mass-windows", type=int, default=mass_windows, help=mass_help)
+    ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")
+    return ap
+
+
+def glm5_held_out(threads: int, corpus_bytes: int = CORPUS_BYTES):
+    """(bf16 dir, MXFP4 dir, held-out token stream, index_topk) of the bundled GLM-5 model, with
+    torch limited to `threads` threads."""
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(threads)
+    bf16, mxfp4 = bundled_model_path("glm5-bf16"), bundled_model_path("glm5-mxfp4")
+    tok = AutoTokenizer.from_pretrained(bf16)
+    _, held = stdlib_files(corpus_bytes)
+    ids = encode_stream(tok, held, tok.eos_token_id)
+    topk = json.loads((Path(bf16) / "config.json").read_text())["index_topk"]
+    return bf16, mxfp4, ids, topk

@@ -15,6 +15,15 @@ PRICES = {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}
 MODEL_ID = "sglang-mx/glm-tiny-mxfp4"
 
 
+def expected_cost(prompt: int, completion: int, cached: int) -> float:
+    """USD for a request's tokens at PRICES (per million tokens; cached ones at the cache rate)."""
+    return (
+        (prompt - cached) * PRICES["prompt"]
+        + cached * PRICES["input_cache_read"]
+        + completion * PRICES["completion"]
+    ) / 1e6
+
+
 def write_pricing(
     path: Path, upstream_model: str, context_length: int = 2048, max_completion_tokens: int = 512
 ) -> Path:

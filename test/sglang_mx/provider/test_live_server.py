@@ -17,6 +17,7 @@ from provider_support import (
     MODEL_ID,
     PRICES,
     TEST_PROVIDER_ARGS,
+    expected_cost,
     leave_stream_after,
     price_served_model,
     provider_process,
@@ -104,14 +105,6 @@ def _prompt(words: int = 60) -> str:
 PARTS = ("prompt_cost", "cached_prompt_cost", "completion_cost", "request_cost")
 
 
-def _expected_cost(prompt: int, completion: int, cached: int) -> float:
-    return (
-        (prompt - cached) * PRICES["prompt"]
-        + cached * PRICES["input_cache_read"]
-        + completion * PRICES["completion"]
-    ) / 1e6
-
-
 def test_models_listing(live) -> None:
     # Default: OpenRouter's current provider format (schema 2.4).
     (m,) = httpx.get(live["url"] + "/v1/models").json()["data"]
@@ -146,7 +139,7 @@ def test_chat_usage_cached_tokens_and_cost(live) -> None:
         assert u.total_tokens == u.prompt_tokens + u.completion_tokens and u.completion_tokens > 0
         cached = u.prompt_tokens_details.cached_tokens
         assert u.cost == pytest.approx(
-            _expected_cost(u.prompt_tokens, u.completion_tokens, cached), rel=1e-9
+            expected_cost(u.prompt_tokens, u.completion_tokens, cached), rel=1e-9
         )
         raw = resp.usage.model_dump()
         assert check_usage(raw) == []
@@ -182,7 +175,7 @@ def test_stream_sends_usage_last_then_done(live) -> None:
     final = chunks[-1]
     assert final.choices == [] and final.usage.completion_tokens == 12
     assert final.usage.cost == pytest.approx(
-        _expected_cost(
+        expected_cost(
             final.usage.prompt_tokens, 12, final.usage.prompt_tokens_details.cached_tokens
         )
     )
@@ -462,5 +455,5 @@ def test_ledger_survives_crash_mid_request(live, tmp_path: Path) -> None:
     # Billed for what was recorded before the crash (progress is written every 4 chunks).
     assert row.status == "recovered" and 4 <= row.completion_tokens < 400
     assert row.cost == pytest.approx(
-        _expected_cost(row.prompt_tokens, row.completion_tokens, row.cached_tokens)
+        expected_cost(row.prompt_tokens, row.completion_tokens, row.cached_tokens)
     )

@@ -20,6 +20,7 @@ from provider_support import (
     MODEL_ID,
     PRICES,
     TEST_PROVIDER_ARGS,
+    expected_cost,
     leave_stream_after,
     price_served_model,
     provider_process,
@@ -57,14 +58,6 @@ def _err(r: httpx.Response, status: int, reason: str) -> None:
     assert err["code"] == status and isinstance(err["message"], str) and err["message"]
     assert err["metadata"]["reason"] == reason, err
     assert "Traceback" not in r.text
-
-
-def _expected_cost(prompt: int, completion: int, cached: int) -> float:
-    return (
-        (prompt - cached) * PRICES["prompt"]
-        + cached * PRICES["input_cache_read"]
-        + completion * PRICES["completion"]
-    ) / 1e6
 
 
 # --- without a server ---------------------------------------------------------------------
@@ -206,7 +199,7 @@ def _check_billed(native, meter) -> None:
             call.completion_tokens,
             call.cached_tokens,
         )
-        expected = _expected_cost(call.prompt_tokens, call.completion_tokens, call.cached_tokens)
+        expected = expected_cost(call.prompt_tokens, call.completion_tokens, call.cached_tokens)
         assert row.cost == pytest.approx(expected, rel=1e-9) and call.cost == pytest.approx(
             expected, rel=1e-9
         )

@@ -34,6 +34,7 @@ from sglang_mx.assets import bundled_model_path
 from sglang_mx.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
 from sglang_mx.testing.hf_reference import greedy, load_hf, token_logprobs
 from sglang_mx.testing.serve_probe import CHUNK, SHORT_PROMPTS, long_ids
+from sglang_mx.testing.served_distribution import greedy_generate
 from sglang_mx.testing.server import start_server
 
 pytestmark = pytest.mark.server
@@ -75,14 +76,7 @@ def server(model_dir, dump_dir):
 
 
 def generate(url: str, ids: list[int], max_new_tokens: int, **extra) -> dict:
-    body = {
-        "input_ids": ids,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
-        **extra,
-    }
-    r = httpx.post(f"{url}/generate", json=body, timeout=600)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return greedy_generate(url, max_new_tokens, input_ids=ids, **extra)
 
 
 def served_rows(dump_dir) -> dict[int, dict[int, torch.Tensor]]:

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         case = moe_cases.moe_case(p)
         x_args = case["args"]
         if args.variants:
-            prepared = prepare_weights(*x_args[1:])
+            prepared = prepare_weights(x_args[1])
             cands = [{"path": path, "layout": lay}
                      for path in ("unpack", "dot_scaled") for lay in (None, prepared)]  # fmt: skip
         else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from sgl_kernel_rocm._mx_triton import quantize_tile
+from sgl_kernel_rocm._mx_triton import quantize_tile, store_mx_tile
 
 
 @triton.jit
@@ -299,6 +299,42 @@ def _assume_nonneg(a, b, c, d, e, f, g, h):
 
 
 @triton.jit
+def _tile_rows(
+    pid_m, pid_n, sorted_ids_ptr, block_expert_ptr, n_slots, N_DIM,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """What program (pid_m, pid_n) of a grouped GEMM owns: its expert, its BLOCK_M slots (int64,
+    padding clamped to slot 0, with the mask of real ones) and its BLOCK_N output columns (with
+    their mask, and clamped to 0 as weight rows: the loads need no row mask, and columns past
+    N_DIM are never stored)."""
+    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slot = tl.load(sorted_ids_ptr + offs_m)
+    row_ok = slot < n_slots
+    # int64 row offsets: slot * stride passes 2**31 near 44K tokens x top-8 at H = 6144.
+    slot64 = tl.where(row_ok, slot, 0).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N_DIM
+    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
+    return expert, slot64, row_ok, offs_n, n_ok, n_rows
+
+
+@triton.jit
+def _mx_step(
+    acc, a, a_s, w_e, ws_e, n_rows, kb, K_DIM, stride_wn, stride_wsn,
+    A_FMT: tl.constexpr, DOT_SCALED: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, EVEN_K: tl.constexpr, WORDS: tl.constexpr,
+    FULL_SCALE_RANGE: tl.constexpr, W16: tl.constexpr,
+):  # fmt: skip
+    """One K step of one weight tile: load rows `n_rows` of the expert at K block kb, then
+    acc += a @ dequant(w)^T."""
+    wq, ws = _load_mx(w_e, ws_e, n_rows, kb, K_DIM, stride_wn, stride_wsn, BLOCK_K, EVEN_K,
+                      WORDS, W16)  # fmt: skip
+    return _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, WORDS,
+                FULL_SCALE_RANGE, W16)  # fmt: skip
+
+
+@triton.jit
 def gate_up_swiglu_kernel(
     x_ptr,
     xq_ptr,
@@ -325,36 +361,22 @@ def gate_up_swiglu_kernel(
     stride_out,
     stride_outq,
     stride_outs,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    A4: tl.constexpr,
-    DOT_SCALED: tl.constexpr,
-    A_FMT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    MANUAL_BF16_RNE: tl.constexpr,
-    EVEN_K: tl.constexpr,
-    WORDS: tl.constexpr = False,
-    FULL_SCALE_RANGE: tl.constexpr = True,
-    W16: tl.constexpr = False,
-):
+    # tile / formats and code path / upcast variant (as `triton_moe` passes them to both GEMMs)
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    A4: tl.constexpr, DOT_SCALED: tl.constexpr, A_FMT: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    MANUAL_BF16_RNE: tl.constexpr, WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
+):  # fmt: skip
     """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4."""
     _assume_nonneg(H, INTER, stride_x, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    slot = tl.load(sorted_ids_ptr + offs_m)
-    row_ok = slot < n_slots
-    # int64 row offsets: slot * stride passes 2**31 near 44K tokens x top-8 at H = 6144.
-    slot64 = tl.where(row_ok, slot, 0).to(tl.int64)
+    expert, slot64, row_ok, offs_n, n_ok, n_rows = _tile_rows(
+        pid_m, pid_n, sorted_ids_ptr, block_expert_ptr, n_slots, INTER, BLOCK_M, BLOCK_N
+    )
     tok = slot64 // top_k
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < INTER
-    # Clamped weight rows: the loads need no row mask; columns past INTER are never stored.
-    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
@@ -365,34 +387,20 @@ def gate_up_swiglu_kernel(
             x_ptr, xq_ptr, xs_ptr, tok, kb, H, stride_x, stride_xq, stride_xs,
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
         )  # fmt: skip
-        gq, gs = _load_mx(
-            w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
-        )
-        uq, us = _load_mx(
-            w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
-        )
-        acc_g = _mac(acc_g, a, a_s, gq, gs, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
-        acc_u = _mac(acc_u, a, a_s, uq, us, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
+        acc_g = _mx_step(acc_g, a, a_s, w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, A_FMT,
+                         DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
+                         FULL_SCALE_RANGE, W16)  # fmt: skip
+        acc_u = _mx_step(acc_u, a, a_s, w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn,
+                         A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
+                         FULL_SCALE_RANGE, W16)  # fmt: skip
 
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
     act = round_bf16_rne(act, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty)
     if A4:
         packed, scales = quantize_tile(act.to(tl.float32), BLOCK_M, BLOCK_N)
-        offs_q = pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-        offs_s = pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)
-        tl.store(
-            outq_ptr + slot64[:, None] * stride_outq + offs_q[None, :],
-            packed,
-            mask=row_ok[:, None] & (offs_q[None, :] < INTER // 2),
-        )
-        tl.store(
-            outs_ptr + slot64[:, None] * stride_outs + offs_s[None, :],
-            scales,
-            mask=row_ok[:, None] & (offs_s[None, :] < INTER // 32),
-        )
+        store_mx_tile(outq_ptr, outs_ptr, slot64, row_ok, pid_n, INTER, stride_outq, stride_outs,
+                      packed, scales, BLOCK_N)  # fmt: skip
     else:
         tl.store(
             out_ptr + slot64[:, None] * stride_out + offs_n[None, :],
@@ -492,22 +500,13 @@ def down_kernel(
     stride_out,
     stride_sum,
     stride_shared,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    A4: tl.constexpr,
-    DOT_SCALED: tl.constexpr,
-    A_FMT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    MANUAL_BF16_RNE: tl.constexpr,
-    EVEN_K: tl.constexpr,
-    WORDS: tl.constexpr = False,
-    FULL_SCALE_RANGE: tl.constexpr = True,
-    FUSE_SUM: tl.constexpr = False,
-    HAS_SHARED: tl.constexpr = False,
-    K_PAD: tl.constexpr = 8,
-    W16: tl.constexpr = False,
-):
+    # as gate_up_swiglu_kernel's, then the fused top-k sum's
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    A4: tl.constexpr, DOT_SCALED: tl.constexpr, A_FMT: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    MANUAL_BF16_RNE: tl.constexpr, WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
+    FUSE_SUM: tl.constexpr = False, HAS_SHARED: tl.constexpr = False, K_PAD: tl.constexpr = 8,
+):  # fmt: skip
     """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]) per slot; with FUSE_SUM also
     sum[t, n] = sum_k out[t*K + k, n] (+ shared[t, n]), summed by whichever program stores a
     token's last slot of this N tile (see `_finish_tokens`)."""
@@ -516,14 +515,9 @@ def down_kernel(
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    slot = tl.load(sorted_ids_ptr + offs_m)
-    row_ok = slot < n_slots
-    rows = tl.where(row_ok, slot, 0).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < H
-    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
+    expert, rows, row_ok, offs_n, n_ok, n_rows = _tile_rows(
+        pid_m, pid_n, sorted_ids_ptr, block_expert_ptr, n_slots, H, BLOCK_M, BLOCK_N
+    )
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
@@ -533,11 +527,9 @@ def down_kernel(
             a_ptr, aq_ptr, as_ptr, rows, kb, INTER, stride_a, stride_aq, stride_as,
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
         )  # fmt: skip
-        wq, ws = _load_mx(
-            w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
-        )
-        acc = _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                   WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
+        acc = _mx_step(acc, a, a_s, w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, A_FMT,
+                       DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS, FULL_SCALE_RANGE,
+                       W16)  # fmt: skip
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]

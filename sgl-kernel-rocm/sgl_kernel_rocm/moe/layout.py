@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from sgl_kernel_rocm.moe.weights import MoEWeights
+
 # E8M0 byte whose bf16 multiplier 2**(s-1) (the 2**126 subnormal bias times 2**(s-127)) is
 # still a normal bf16; see _kernels.dequant_words.
 FAST_SCALE_MAX = 128
@@ -39,14 +41,13 @@ def _word_ready(w: torch.Tensor) -> bool:
     return w.is_contiguous() and w.data_ptr() % 4 == 0 and w.shape[-1] % 4 == 0
 
 
-def prepare_weights(
-    w13: torch.Tensor, w13_scale: torch.Tensor, w2: torch.Tensor, w2_scale: torch.Tensor
-) -> MoEWeightLayout:
-    """Inspect the expert weights once (at load) and return what the kernels may assume."""
-    for name, t in (("w13", w13), ("w2", w2)):
+def prepare_weights(weights: MoEWeights) -> MoEWeightLayout:
+    """Inspect the MXFP4 expert weights once (at load) and return what the kernels may assume."""
+    for name, t in (("w13", weights.w13), ("w2", weights.w2)):
         if t.dtype != torch.uint8:
             raise ValueError(f"{name} must be packed MXFP4 uint8, got {t.dtype}")
     return MoEWeightLayout(
-        fast_scales=scales_in_fast_range(w13_scale) and scales_in_fast_range(w2_scale),
-        words=_word_ready(w13) and _word_ready(w2),
+        fast_scales=scales_in_fast_range(weights.w13_scale)
+        and scales_in_fast_range(weights.w2_scale),
+        words=_word_ready(weights.w13) and _word_ready(weights.w2),
     )

@@ -153,6 +153,22 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             "no global load attributed to the 'weights' stream",
         ),
     }
+    if arch in ("sm90", "sm100"):
+        out["no_bf16x2_mul"] = (
+            Case(
+                kernel="planted.soft_upcast",
+                module="planted_kernels",
+                fn="soft_upcast_kernel",
+                label="planted",
+                pointers=(("w_ptr", "*u8"), ("out_ptr", "*bf16")),
+                ints=(),
+                constexprs=(),
+                num_warps=4,
+                expect=("bf16x2_mul",),
+                **common,
+            ),
+            "no packed bf16 multiply",
+        )
     if arch == "gfx950":
         scaled = {"kernel": "planted.scaled_dot", "module": "planted_kernels",
                   "fn": "scaled_dot_kernel", "num_warps": 4, **common}  # fmt: skip

@@ -1,54 +1,14 @@
-"""The word-wise FP4 upcast of the unpack path and the load-time weight layout check
-(`sgl_kernel_rocm.moe.layout`): all 256 byte values x E8M0 scale classes against the torch
-dequantizer, the one-multiply variant only where `prepare_weights` allows it, the fused MoE
-with a layout."""
+"""The load-time weight layout check (`sgl_kernel_rocm.moe.layout`): its flags, the fused MoE
+with a layout on both upcast variants and on byte loads, `dot_scaled` with `fast_math`, the
+bf16-weight baseline. The upcast itself: test_moe_upcast.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from _upcast_kernel import dequant_words_kernel
 from sgl_kernel_rocm.moe import MoEWeights, fused_moe_mxfp4, prepare_weights
 from sgl_kernel_rocm.moe.layout import FAST_SCALE_MAX, MoEWeightLayout
-from sgl_kernel_rocm.mx import dequantize_mxfp4
 from test_moe import _make_case
-
-# Every scale class: 2**-127 (0), small, around 1, the fast limit and just past it, large,
-# 2**127 (254) and NaN (255); 16 of them, so the test tile (4 rows each) is a power of two.
-SCALES = [0, 1, 2, 60, 100, 125, 126, 127, 128, 129, 130, 200, 250, 253, 254, 255]
-
-
-def _every_byte() -> tuple[torch.Tensor, torch.Tensor]:
-    """(packed [4 * len(SCALES), 256], scales [4 * len(SCALES), 16]): each row holds all 256 byte
-    values (every pair of E2M1 codes), rotated by 0..3 so each value sits at every byte position
-    of a 32-bit word once; all 16 blocks of a row share one scale of SCALES."""
-    every = torch.arange(256, dtype=torch.int32).to(torch.uint8)
-    q = torch.stack([every.roll(j) for _ in SCALES for j in range(4)])
-    s = torch.tensor(SCALES, dtype=torch.uint8).repeat_interleave(4)[:, None].expand(-1, 16)
-    return q, s.contiguous()
-
-
-def _dequant_words(q: torch.Tensor, s: torch.Tensor, full: bool) -> torch.Tensor:
-    rows, cols = q.shape[0], q.shape[1] * 2
-    out = torch.empty(rows, cols)
-    dequant_words_kernel[(1,)](q, s, out, rows, cols, full)
-    return out
-
-
-def test_word_upcast_matches_dequantizer_every_byte_and_scale():
-    q, s = _every_byte()
-    ref = dequantize_mxfp4(q, s, dtype=torch.float32)
-    got = _dequant_words(q, s, full=True)
-    torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
-    # E8M0 0xFF is NaN: every element of such a block, zero codes included.
-    nan_rows = s[:, 0] == 255
-    assert nan_rows.any() and torch.isnan(got[nan_rows]).all()
-    assert not torch.isnan(got[~nan_rows]).any()
-    fast = s[:, 0] <= FAST_SCALE_MAX
-    got_fast = _dequant_words(q, s, full=False)
-    torch.testing.assert_close(got_fast[fast], ref[fast], rtol=0, atol=0)
-    # Past the limit the one-multiply form is wrong: that is why prepare_weights checks.
-    assert not torch.equal(got_fast[~fast].nan_to_num(), ref[~fast].nan_to_num())
 
 
 def test_prepare_weights_flags():

@@ -2,7 +2,7 @@
 
 What is decided here, once, instead of on every call:
 - the weights are contiguous and 4-byte aligned, so the `unpack` path reads them as int32
-  words (8 E2M1 nibbles per 32-bit op, `_kernels.dequant_words`);
+  words (8 E2M1 nibbles per 32-bit op, `_upcast.upcast_words`);
 - whether every E8M0 scale lies in [0, 128] (no NaN, no scale above 2): then the upcast is one
   bf16 multiply per two weights (`FULL_SCALE_RANGE=False`); otherwise the kernels take the
   full-range variant (a second multiply). Checking needs one host sync, paid here at load.

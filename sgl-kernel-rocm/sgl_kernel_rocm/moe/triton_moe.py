@@ -13,7 +13,7 @@ import triton.language as tl
 from sgl_kernel_rocm.arch import current_arch
 from sgl_kernel_rocm.moe import _kernels
 from sgl_kernel_rocm.moe.align import TRITON_ALIGN_MAX_SLOTS, align_tokens, align_tokens_triton
-from sgl_kernel_rocm.moe.config import choose_path, resolve_config
+from sgl_kernel_rocm.moe.config import choose_path, choose_upcast, resolve_config
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout
 from sgl_kernel_rocm.moe.weights import MoEWeights
 
@@ -149,7 +149,7 @@ def fused_moe_triton(
     common = dict(
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, A4=a4, DOT_SCALED=dot_scaled, A_FMT=a_fmt,
         DOT_DTYPE=dot_dtype, MANUAL_BF16_RNE=manual_rne, WORDS=words, FULL_SCALE_RANGE=full_range,
-        W16=w16, **launch,
+        W16=w16, UPCAST=choose_upcast(arch, config), **launch,
     )  # fmt: skip
     grid1 = (align.num_blocks_bound, triton.cdiv(inter, bn))
     _kernels.gate_up_swiglu_kernel[grid1](

@@ -26,26 +26,21 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import entry  # noqa: E402 - a sibling module, importable once HERE is on the path
 
-def _parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--budget-s", type=float, default=330.0)
-    p.add_argument("--out", type=Path, required=True)
+
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", type=Path, default=None, help="also write the results there")
-    p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny shapes")
     p.add_argument("--bf16-moe", default=os.environ.get("GPU_CHECK_BF16_MOE"),
                    help="name of the bf16-weight MoE in sgl_kernel_rocm.moe")  # fmt: skip
     p.add_argument("--plan-only", action="store_true", help="print the trimmed plan and exit")
     p.add_argument("--kinds", default=os.environ.get("GPU_CHECK_KINDS") or None,
                    help="comma list of case kinds to keep (check_moe,check_moe_ep,moe,moe_bf16:"
                         " issue 21's MoE measurement); default every kind")  # fmt: skip
-    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    if args.dry_run:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args = entry.parse(__doc__, 330.0, argv, _flags)
     import plan as P
 
     t_start = time.time()

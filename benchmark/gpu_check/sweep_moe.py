@@ -25,7 +25,6 @@ import argparse
 import datetime as dt
 import itertools
 import json
-import os
 import platform
 import sys
 import time
@@ -34,6 +33,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+import entry  # noqa: E402 - a sibling module, importable once HERE is on the path
 
 # Priority order: the headline decode points first, extremes after.
 POINTS = (("EP8", 1), ("TP8", 1), ("EP8", 16), ("TP8", 16), ("EP8", 4), ("TP8", 4),
@@ -58,21 +59,14 @@ def candidates(tokens: int) -> list[dict[str, int]]:
     return out
 
 
-def _parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--budget-s", type=float, default=200.0)
-    p.add_argument("--out", type=Path, required=True)
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", action="store_true", help="paths x layout, shipped configs")
-    p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny")
     p.add_argument("--points", type=int, default=len(POINTS),
                    help="time only the first N (layout, tokens) points of the priority order")
-    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    if args.dry_run:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args = entry.parse(__doc__, 200.0, argv, _flags)
     import measure
     import moe as moe_cases
     import plan as P

@@ -33,6 +33,7 @@ import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
 from sglang_mx.testing.hf_reference import greedy, load_hf, token_logprobs
+from sglang_mx.testing.served_distribution import HELD_OUT_TEXT, greedy_generate
 from sglang_mx.testing.server import start_server
 
 pytestmark = pytest.mark.server
@@ -45,16 +46,9 @@ SHORT_PROMPTS = [
     '"""Utilities for reading and writing files."""\n\nfrom __future__ import',
 ]
 # Source text in the style of the corpus (not copied from it): long prompts are repeats of it.
-LONG_TEXT = '''def _check_arg_types(funcname, *args):
-    hasstr = hasbytes = False
-    for s in args:
-        if isinstance(s, str):
-            hasstr = True
-        elif isinstance(s, bytes):
-            hasbytes = True
-        else:
-            raise TypeError(f"{funcname}() argument must be str or bytes, not {type(s)}")
-    if hasstr and hasbytes:
+LONG_TEXT = (
+    HELD_OUT_TEXT
+    + '''    if hasstr and hasbytes:
         raise TypeError("Can't mix strings and bytes in path components") from None
 
 
@@ -69,6 +63,7 @@ class Window:
         for start in range(0, max(len(self.items) - self.size + 1, 1)):
             yield self.items[start : start + self.size]
 '''
+)
 
 
 @pytest.fixture(scope="module")
@@ -105,14 +100,7 @@ def server(model_dir, dump_dir):
 
 
 def generate(url: str, ids: list[int], max_new_tokens: int, **extra) -> dict:
-    body = {
-        "input_ids": ids,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
-        **extra,
-    }
-    r = httpx.post(f"{url}/generate", json=body, timeout=600)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return greedy_generate(url, max_new_tokens, input_ids=ids, **extra)
 
 
 def long_ids(tokenizer, n: int) -> list[int]:

@@ -20,7 +20,7 @@ import torch
 from sgl_kernel_rocm.moe.weights import MoEWeights
 
 # E8M0 byte whose bf16 multiplier 2**(s-1) (the 2**126 subnormal bias times 2**(s-127)) is
-# still a normal bf16; see _kernels.dequant_words.
+# still a normal bf16; see _upcast.dequant_words.
 FAST_SCALE_MAX = 128
 
 

@@ -141,6 +141,7 @@ def moe_pair(
                     ("stride_wse", rows * k), ("stride_wsn", k))  # fmt: skip
         return ptrs, ints
 
+    shape = (("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter))  # both GEMMs
     ptrs, ints = gemm("x", 2 * inter, hidden)
     gate = build(
         kernel="moe.gate_up",
@@ -149,10 +150,7 @@ def moe_pair(
             ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")] + routing
         ),  # fmt: skip
         ints=(
-            ("n_slots", slots),
-            ("top_k", 8),
-            ("H", hidden),
-            ("INTER", inter),
+            *shape,
             *ints,
             ("stride_out", inter),
             ("stride_outq", inter // 2),
@@ -178,10 +176,7 @@ def moe_pair(
             ]
         ),  # fmt: skip
         ints=(
-            ("n_slots", slots),
-            ("top_k", 8),
-            ("H", hidden),
-            ("INTER", inter),
+            *shape,
             *ints,
             ("stride_out", hidden),
             ("stride_sum", hidden),

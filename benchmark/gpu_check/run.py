@@ -34,6 +34,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bf16-moe", default=os.environ.get("GPU_CHECK_BF16_MOE"),
                    help="name of the bf16-weight MoE in sgl_kernel_rocm.moe")  # fmt: skip
     p.add_argument("--plan-only", action="store_true", help="print the trimmed plan and exit")
+    p.add_argument("--kinds", default=os.environ.get("GPU_CHECK_KINDS") or None,
+                   help="comma list of case kinds to keep (check_moe,check_moe_ep,moe,moe_bf16:"
+                        " issue 21's MoE measurement); default every kind")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.time()
     full = P.build_plan(dry=args.dry_run)
+    if args.kinds:
+        kinds = set(args.kinds.split(","))
+        unknown = kinds - {c.kind for c in full}
+        if unknown:
+            print(f"--kinds: no case of kind {sorted(unknown)} in the plan")
+            return 2
+        full = [c for c in full if c.kind in kinds]
     # Setup (imports, copy bandwidth) and the report take ~20 s of the budget.
     kept, dropped = P.trim(full, max(0.0, args.budget_s - 20))
     print(

@@ -128,6 +128,14 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             "no global load attributed to the 'weights' stream",
         ),
     }
+    # A software FP4 upcast in fp32: no hardware convert (gfx950), no packed bf16 multiply
+    # (the PTX upcast's, sm90 / sm100).
+    soft = {"kernel": "planted.soft_upcast", "module": "planted_kernels",
+            "fn": "soft_upcast_kernel", "label": "planted", "constexprs": (), "ints": (),
+            "pointers": (("w_ptr", "*u8"), ("out_ptr", "*bf16")), "num_warps": 4,
+            **common}  # fmt: skip
+    if arch in ("sm90", "sm100"):
+        out["no_bf16x2_mul"] = (Case(**soft, expect=("bf16x2_mul",)), "no packed bf16 multiply")
     if arch == "gfx950":
         scaled = {"kernel": "planted.scaled_dot", "module": "planted_kernels",
                   "fn": "scaled_dot_kernel", "num_warps": 4, **common}  # fmt: skip
@@ -138,18 +146,7 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
                 "W4A4 without v_mfma_scale",
             ),
             "no_cvt_scalef32": (
-                Case(
-                    kernel="planted.soft_upcast",
-                    module="planted_kernels",
-                    fn="soft_upcast_kernel",
-                    label="planted",
-                    pointers=(("w_ptr", "*u8"), ("out_ptr", "*bf16")),
-                    ints=(),
-                    constexprs=(),
-                    num_warps=4,
-                    expect=("cvt_scalef32",),
-                    **common,
-                ),
+                Case(**soft, expect=("cvt_scalef32",)),
                 "W4A16 without v_cvt_scalef32",
             ),
         }

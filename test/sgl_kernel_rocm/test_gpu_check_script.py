@@ -83,6 +83,39 @@ def test_script_exit_status_follows_its_steps(tmp_path, step_rc):
         assert f"FAILED steps: check ({status})" in log, log[-2000:]
 
 
+def test_moe_profile_runs_only_the_moe_and_its_variants(tmp_path):
+    """GPU_CHECK_PROFILE=moe (issue 21's measurement): the check keeps the MoE kinds only, the
+    variants step times code paths x word upcasts, all inside a 290 s budget."""
+    stub = tmp_path / "python_stub"
+    stub.write_text('#!/usr/bin/env bash\necho stub "$@" "kinds=$GPU_CHECK_KINDS"\n')
+    stub.chmod(0o755)
+    env = _script_env(tmp_path / "out", PYTHON=str(stub), GPU_CHECK_PROFILE="moe")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-2000:]
+    assert "kinds=check_moe,check_moe_ep,moe,moe_bf16" in log, log[-2000:]
+    assert "stub benchmark/gpu_check/sweep_moe.py --variants" in log, log[-2000:]
+    assert "of 290s budget" in log
+    bad = _script_env(tmp_path / "bad", PYTHON=str(stub), GPU_CHECK_PROFILE="attn")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=bad,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "GPU_CHECK_PROFILE must be" in proc.stderr
+
+
+def test_run_keeps_only_the_kinds_asked_for():
+    run = [sys.executable, str(ROOT / "benchmark" / "gpu_check" / "run.py"), "--plan-only",
+           "--out", "/tmp/unused", "--budget-s", "290"]  # fmt: skip
+    proc = subprocess.run([*run, "--kinds", "moe,moe_bf16"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    planned = [ln for ln in proc.stdout.splitlines() if ln.startswith("  moe")]
+    assert planned and not any(k in proc.stdout for k in ("mla:", "dsa:", "indexer:"))
+    proc = subprocess.run([*run, "--kinds", "moe,mxa"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "mxa" in proc.stdout
+
+
 def test_masked_ep_routing_matches_sglang_dispatch():
     """The EP8 case maps global ids the way SGLang 0.5.23's StandardDispatcher does
     (_map_topk_ids_to_local_experts over its local_expert_mapping), -1 kept."""

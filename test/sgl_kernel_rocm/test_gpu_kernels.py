@@ -123,7 +123,7 @@ else:
 def _moe_case(tokens, experts, hidden, inter, top_k, empty, masked, seed):
     """Synthetic MXFP4 weights on the device plus ragged routing: two hot experts draw most
     slots, `empty` experts get none, `masked` slots are -1 (dropped)."""
-    x, w13, s13, w2, s2, _, _ = random_moe_inputs(
+    x, weights, _, _ = random_moe_inputs(
         tokens, experts, hidden, inter, top_k, device=DEVICE, seed=seed
     )
     g = _gen(seed + 1)
@@ -133,7 +133,7 @@ def _moe_case(tokens, experts, hidden, inter, top_k, empty, masked, seed):
     tw, ti = softmax_topk(logits, top_k, renormalize=True)
     flat = ti.view(-1)
     flat[torch.randperm(flat.numel(), generator=g)[:masked]] = -1
-    return x, w13, s13, w2, s2, tw.to(DEVICE), ti.to(DEVICE)
+    return x, weights, tw.to(DEVICE), ti.to(DEVICE)
 
 
 def _poison_moe_buffers(monkeypatch) -> None:

@@ -26,7 +26,12 @@ from sgl_kernel_rocm.compile_check.archs import gpu_target, is_amd
 from sgl_kernel_rocm.compile_check.cases import PKG, Case
 
 # Sources every kernel may inline (shared @triton.jit helpers) and the checker itself.
-_SHARED_SOURCES = ("_mx_triton.py", "compile_check/isa.py", "compile_check/build.py")
+_SHARED_SOURCES = (
+    "_mx_triton.py",
+    "moe/_upcast.py",
+    "compile_check/isa.py",
+    "compile_check/build.py",
+)
 
 
 def triton_version(triton_dir: Path | None = None) -> str:

@@ -24,25 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sglang_mx.bench.stamp import host_cpu as hardware
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.launch import provider_process
 
 MODEL_ID = "bench/tiny"
 RESULTS = Path(__file__).parent / "results"
-
-
-def hardware() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return f"{os.cpu_count()}-core {platform.machine()} CPU ({model}), no GPU"
 
 
 def load_avg() -> float:
@@ -296,6 +283,26 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def run_meta(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """When, where and with what a provider benchmark ran, and its flags."""
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware(),
+        "load_avg_1m": load_avg(),
+        "versions": versions(),
+        "model": model,
+        "config": vars(args) | {"out": str(args.out)},
+    }
+
+
+def write_result(result: dict[str, Any], out: Path, plot) -> None:
+    """The result JSON at `out` and its plot beside it (.png), as each provider benchmark writes."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    plot(result, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--upstream", help="running SGLang server; default: start the bundled model")
@@ -324,14 +331,7 @@ def main() -> int:
         prov = stack.enter_context(provider_process(upstream, pricing, db,
                                                     "--default-rpm", "1000000"))  # fmt: skip
         result = {
-            "meta": {
-                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "hardware": hardware(),
-                "load_avg_1m": load_avg(),
-                "versions": versions(),
-                "model": model,
-                "config": vars(args) | {"out": str(args.out)},
-            },  # fmt: skip
+            "meta": run_meta(model, args),
             "latency": latency(upstream, prov.url, key, model, args.requests, prov.proc.pid),
             "short_streams": short_streams(
                 upstream, prov.url, key, model, args.short_streams, prov.proc.pid
@@ -376,10 +376,7 @@ def main() -> int:
             f"isolation {row['isolation']:3}: hit rate {row['hit_rate']:.3f}, "
             f"p50 {row['p50_ms']:.1f} ms"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    plot(result, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    write_result(result, args.out, plot)
     return 0
 
 

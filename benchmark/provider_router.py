@@ -11,8 +11,6 @@ Prints a table and writes JSON + PNG under benchmark/results/."""
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import random
 import statistics
 import time
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from provider_overhead import RESULTS, hardware, load_avg, pct, versions
+from provider_overhead import RESULTS, pct, run_meta, write_result
 from sglang_mx.provider.launch import router_process
 
 TOPICS = ("rivers", "mills", "bridges", "ferries", "canals", "locks", "dams", "weirs", "wells",
@@ -120,17 +118,7 @@ def main() -> int:
             with router_process(workers, policy) as router:
                 row = run_policy(router, model, prompts, args.concurrency, args.max_tokens)
             rows.append({"policy": policy, **row})
-    result = {
-        "meta": {
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "hardware": hardware(),
-            "load_avg_1m": load_avg(),
-            "versions": versions(),
-            "model": model,
-            "config": vars(args) | {"out": str(args.out)},
-        },  # fmt: skip
-        "policies": rows,
-    }
+    result = {"meta": run_meta(model, args), "policies": rows}
     print(f"{result['meta']['hardware']}  {result['meta']['date']}")
     print(f"{'policy':14}{'hit rate':>10}{'req/s':>8}{'prompt tok/s':>14}{'p50 s':>8}{'p99 s':>8}")
     for r in rows:
@@ -138,10 +126,7 @@ def main() -> int:
             f"{r['policy']:14}{r['hit_rate']:10.3f}{r['req_per_s']:8.2f}"
             f"{r['prompt_tok_per_s']:14.1f}{r['p50_s']:8.2f}{r['p99_s']:8.2f}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    plot(result, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    write_result(result, args.out, plot)
     return 0
 
 

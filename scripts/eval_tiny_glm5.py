@@ -11,16 +11,13 @@ dequantization of the MXFP4 checkpoint (what the served kernels compute).
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
 import torch
-from sglang_mx.assets import bundled_model_path
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing import dsa_reference as dsa
-from sglang_mx.testing.corpus import encode_stream, stdlib_files
 from sglang_mx.testing.hf_reference import load_hf_mxfp4, perplexity
+from tiny_common import glm5_eval_parser, glm5_held_out
 
 
 def load_eager(path: str):
@@ -33,24 +30,12 @@ def load_eager(path: str):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, default=Path("docs/results/tiny_glm5_ppl.json"))
-    ap.add_argument("--windows", type=int, default=32, help="held-out windows per perplexity")
+    ap = glm5_eval_parser(__doc__, "docs/results/tiny_glm5_ppl.json", 32, 4,
+                          "512-token windows for top-k mass")  # fmt: skip
     ap.add_argument("--window", type=int, default=256, help="tokens per window (> index_topk)")
-    ap.add_argument("--mass-windows", type=int, default=4, help="512-token windows for top-k mass")
-    ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")
     ap.add_argument("--corpus-mb", type=float, default=12.0, help="as in training")
     args = ap.parse_args()
-    from transformers import AutoTokenizer
-
-    torch.set_num_threads(args.threads)
-    bf16, mxfp4 = bundled_model_path("glm5-bf16"), bundled_model_path("glm5-mxfp4")
-    tok = AutoTokenizer.from_pretrained(bf16)
-    _, held = stdlib_files(int(args.corpus_mb * 1e6))
-    ids = encode_stream(tok, held, tok.eos_token_id)
-    topk = json.loads((Path(bf16) / "config.json").read_text())["index_topk"]
+    bf16, mxfp4, ids, topk = glm5_held_out(args.threads, int(args.corpus_mb * 1e6))
 
     results: dict[str, dict] = {}
     models = {"bf16": lambda: load_eager(bf16), "mxfp4_experts": lambda: load_hf_mxfp4(bf16, mxfp4)}

@@ -15,18 +15,15 @@ this record's `quality_context` by test/sglang_mx/test_tiny_glm5_context.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
-from pathlib import Path
 
 import torch
-from sglang_mx.assets import bundled_model_path
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing import dsa_reference as dsa
-from sglang_mx.testing.corpus import encode_stream, stdlib_files
-from sglang_mx.testing.hf_reference import load_hf_mxfp4
+from sglang_mx.testing.hf_reference import load_hf_mxfp4, quality_context
+from tiny_common import glm5_eval_parser, glm5_held_out
 
 # The 0-512 band is the trained range (sequences of 128/256/512 tokens); a model that keeps its
 # quality has later bands at or below it (more context), so 1.25x is already a clear loss.
@@ -61,17 +58,6 @@ def band_ppl(nll: torch.Tensor, bands) -> list[dict]:
         for a, b in bands
         if b <= nll.numel()
     ]
-
-
-def quality_context(rows: list[dict], factor: float) -> int:
-    """End of the longest run of bands from the first whose perplexity <= factor x the first's."""
-    first = rows[0]["perplexity"]
-    end = rows[0]["band"][1]
-    for r in rows[1:]:
-        if r["perplexity"] > factor * first:
-            break
-        end = r["band"][1]
-    return end
 
 
 @torch.no_grad()
@@ -119,28 +105,16 @@ def mass_by_band(model, window: torch.Tensor, k: int, bands) -> dict[str, list[d
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, default=Path("docs/results/tiny_glm5_ppl_by_position.json"))
-    ap.add_argument("--windows", type=int, default=4, help="held-out windows per perplexity")
+    ap = glm5_eval_parser(__doc__, "docs/results/tiny_glm5_ppl_by_position.json", 4, 1,
+                          "windows for top-k mass")  # fmt: skip
     ap.add_argument("--length", type=int, default=8192, help="tokens per window")
-    ap.add_argument("--mass-windows", type=int, default=1, help="windows for top-k mass")
-    ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")
     ap.add_argument("--factor", type=float, default=FACTOR)
     args = ap.parse_args()
-    from transformers import AutoTokenizer
-
-    torch.set_num_threads(args.threads)
-    bf16, mxfp4 = bundled_model_path("glm5-bf16"), bundled_model_path("glm5-mxfp4")
-    tok = AutoTokenizer.from_pretrained(bf16)
-    _, held = stdlib_files()
-    ids = encode_stream(tok, held, tok.eos_token_id)
+    bf16, mxfp4, ids, topk = glm5_held_out(args.threads)
     n = args.length + 1
     if len(ids) < args.windows * n:
         raise SystemExit(f"held-out split has {len(ids)} tokens, need {args.windows * n}")
     windows = [ids[i * n : (i + 1) * n] for i in range(args.windows)]
-    topk = json.loads((Path(bf16) / "config.json").read_text())["index_topk"]
     edges = [e for e in BAND_EDGES if e <= args.length]
     bands = list(zip(edges[:-1], edges[1:], strict=True))
 

@@ -9,23 +9,20 @@ the reference dequantization of the MXFP4 checkpoint (what the served kernels co
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
 import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing.corpus import encode_stream, stdlib_files
 from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity
+from tiny_common import eval_parser
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ap = eval_parser(
+        __doc__, "benchmark/results/tiny_model_ppl.json", 64, "256-token held-out windows"
     )
-    ap.add_argument("--out", type=Path, default=Path("benchmark/results/tiny_model_ppl.json"))
-    ap.add_argument("--windows", type=int, default=64, help="256-token held-out windows")
     ap.add_argument("--corpus-mb", type=float, default=12.0, help="as in training")
     args = ap.parse_args()
     from transformers import AutoTokenizer

@@ -7,6 +7,8 @@
 #
 #   OUT=/some/dir GPU_CHECK_COMMIT=<sha> bash scripts/gpu_check.sh  # on the GPU, <= 8 min
 #   OUT=/tmp/x GPU_CHECK_DRY_RUN=1 bash scripts/gpu_check.sh      # CPU: interpreter, tiny shapes
+#   OUT=/some/dir GPU_CHECK_PROFILE=moe bash scripts/gpu_check.sh  # issue 21's MoE run, <= 5 min
+#   OUT=/some/dir GPU_CHECK_PROFILE=attention bash scripts/gpu_check.sh  # issue 22's, <= 5 min
 #
 # Results (7 files under $OUT):
 #   gpu_check.log                 everything printed, ending with a step summary
@@ -15,6 +17,7 @@
 #                                 the same, laid out as the repo's docs/: copy them in with
 #                                 cp -r FILES_AT/docs/. docs/
 #   gpu_tests.log, gpu_tests.xml  pytest output and JUnit XML of the gpu-marked tests
+#   moe-variants-<arch>.json      (GPU_CHECK_PROFILE=moe) code paths x word upcasts, decode
 #
 # Time: every step runs under a hard `timeout`, capped by what is left of GPU_CHECK_BUDGET_S;
 # run.py plans its cases with per-case estimates and trims them to its own budget
@@ -26,9 +29,20 @@
 #   GPU_CHECK_CHECK_S   seconds for the check step (default 340)
 #   GPU_CHECK_BF16_MOE  name of the bf16-weight MoE in sgl_kernel_rocm.moe (default: looked up)
 #   GPU_CHECK_DRY_RUN   1: CPU dry run (TRITON_INTERPRET=1, tiny shapes, no tests step)
-#   GPU_CHECK_FOCUS     attention: only the decode-attention cases (issue 22: MLA, DSA, the
-#                       indexer's score kernel and top-k apart) and its gpu tests, in <= 5 min
-#                       (budget 300 s: check 210 s, tests what is left)
+#   GPU_CHECK_PROFILE   one measurement instead of the whole check (empty: the whole check):
+#                       moe: only the MoE (issue 21's Measure section): correctness incl. EP8
+#                       fully masked tokens, W4A16 and bf16 weights at TP8 / EP8 x 1-256 tokens
+#                       with measured / predicted per row, then the code-path and word-upcast
+#                       variants at the decode points (sweep_moe.py --variants -> OUT/
+#                       moe-variants-<arch>.json); steps env,check,variants, budget 290 s
+#                       attention: only decode attention (issue 22's Measure section): MLA, DSA,
+#                       the indexer and its score kernel and top-k timed apart, then the gpu
+#                       tests selected by -k "decode or indexer"; steps env,check,tests,
+#                       budget 300 s (check 210 s, tests what is left)
+#                       A profile's results are tagged: docs/results/gpu-check-<arch>-<profile>
+#                       .json and docs/gpu-check-results-<profile>.md
+#   GPU_CHECK_KINDS     comma list of run.py case kinds to keep (each profile sets its own)
+#   GPU_CHECK_TESTS_K   pytest -k selection for the tests step (the attention profile sets it)
 #   GPU_CHECK_COMMIT    the commit the tree is at (the device copy has no .git); every result
 #                       JSON records it, and docs may quote only figures that name their commit
 #   PYTHON              interpreter holding torch (default python3)
@@ -51,22 +65,34 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OUT"
 ROOT=$PWD
 PY=${PYTHON:-python3}
-FOCUS=${GPU_CHECK_FOCUS:-all}
-if [[ $FOCUS == attention ]]; then
+PROFILE=${GPU_CHECK_PROFILE:-}
+TESTS_K=${GPU_CHECK_TESTS_K:-}
+if [[ $PROFILE == moe ]]; then
+    BUDGET_S=${GPU_CHECK_BUDGET_S:-290}
+    CHECK_S=${GPU_CHECK_CHECK_S:-215}
+    DEFAULT_STEPS=env,check,variants
+    export GPU_CHECK_KINDS=${GPU_CHECK_KINDS:-check_moe,check_moe_ep,moe,moe_bf16}
+elif [[ $PROFILE == attention ]]; then
     BUDGET_S=${GPU_CHECK_BUDGET_S:-300}
     CHECK_S=${GPU_CHECK_CHECK_S:-210}
-    TESTS_K=${GPU_CHECK_TESTS_K:-"decode or indexer"}
+    DEFAULT_STEPS=env,check,tests
+    kinds=check_mla,check_dsa,check_indexer,mla,dsa,indexer,indexer_scores,indexer_topk
+    export GPU_CHECK_KINDS=${GPU_CHECK_KINDS:-$kinds}
+    TESTS_K=${TESTS_K:-"decode or indexer"}
+elif [[ -n $PROFILE ]]; then
+    echo "GPU_CHECK_PROFILE must be empty, moe or attention, got '$PROFILE'" >&2
+    exit 2
 else
     BUDGET_S=${GPU_CHECK_BUDGET_S:-460}
     CHECK_S=${GPU_CHECK_CHECK_S:-340}
-    TESTS_K=${GPU_CHECK_TESTS_K:-}
+    DEFAULT_STEPS=env,check,tests
 fi
 DRY=${GPU_CHECK_DRY_RUN:-0}
 if [[ $DRY == 1 ]]; then
-    STEPS=",${GPU_CHECK_STEPS:-env,check},"
+    STEPS=",${GPU_CHECK_STEPS:-${DEFAULT_STEPS/,tests/}},"
     export TRITON_INTERPRET=1
 else
-    STEPS=",${GPU_CHECK_STEPS:-env,check,tests},"
+    STEPS=",${GPU_CHECK_STEPS:-$DEFAULT_STEPS},"
 fi
 START=$(date +%s)
 SUMMARY=()
@@ -149,7 +175,14 @@ run_check() {  # run_check LIMIT_S: the planned cases get the limit less 15 s fo
     local extra=()
     [[ $DRY == 1 ]] && extra=(--dry-run)
     "$PY" benchmark/gpu_check/run.py --budget-s "$(($1 - 15))" --out "$OUT" --docs "$OUT/docs" \
-        --focus "$FOCUS" ${extra[@]+"${extra[@]}"}
+        --profile "$PROFILE" ${extra[@]+"${extra[@]}"}
+}
+
+run_variants() {  # run_variants LIMIT_S: paths x upcasts at the decode points (4; dry run 1)
+    local extra=(--points 4)
+    [[ $DRY == 1 ]] && extra=(--dry-run --points 1)
+    "$PY" benchmark/gpu_check/sweep_moe.py --variants --budget-s "$(($1 - 20))" --out "$OUT" \
+        "${extra[@]}"
 }
 
 run_tests() {
@@ -162,13 +195,15 @@ run_tests() {
         tee "$OUT/gpu_tests.log"
 }
 
-export OUT PY PYTHONPATH DRY FOCUS TESTS_K
-export -f env_report run_check run_tests
+export OUT PY PYTHONPATH DRY PROFILE TESTS_K
+export -f env_report run_check run_variants run_tests
 
 step env 30 env_report
 left=$((BUDGET_S - ($(date +%s) - START)))
 ((CHECK_S > left - 5)) && CHECK_S=$((left - 5))
 step check "$CHECK_S" run_check "$CHECK_S"
+left=$((BUDGET_S - ($(date +%s) - START)))
+step variants "$left" run_variants "$left"
 step tests 200 run_tests
 
 echo

@@ -34,7 +34,6 @@ On a GPU (no stdlib of the same Python there, so the corpus travels as token ids
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -45,6 +44,7 @@ import torch
 from sglang_mx.testing import dsa_reference as dsa
 from sglang_mx.testing.corpus import encode_stream, stdlib_files
 from sglang_mx.testing.hf_reference import perplexity
+from tiny_common import shared_config, train_parser
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 INDEXER_TYPES = ["full", "shared", "full", "shared"]
@@ -69,15 +69,10 @@ def make_config(vocab_size: int, eos_id: int, max_positions: int, index_topk: in
     from transformers import GlmMoeDsaConfig
 
     return GlmMoeDsaConfig(
-        vocab_size=vocab_size,
-        hidden_size=256,
-        intermediate_size=512,  # the dense first layer
+        **shared_config(vocab_size, eos_id, max_positions),
         # 96, not 128, and tied embeddings: the bf16 + MXFP4 pair must fit in 25 MB.
         moe_intermediate_size=96,
         tie_word_embeddings=True,
-        num_hidden_layers=4,
-        first_k_dense_replace=1,
-        num_attention_heads=4,
         num_key_value_heads=4,
         q_lora_rank=128,
         kv_lora_rank=512,
@@ -88,19 +83,9 @@ def make_config(vocab_size: int, eos_id: int, max_positions: int, index_topk: in
         index_head_dim=128,
         index_topk=index_topk,
         indexer_types=list(INDEXER_TYPES),
-        n_routed_experts=16,
-        num_experts_per_tok=4,
-        n_shared_experts=1,
-        n_group=1,
-        topk_group=1,
-        norm_topk_prob=True,
         routed_scaling_factor=2.5,
-        max_position_embeddings=max_positions,
         rms_norm_eps=1e-5,
-        eos_token_id=eos_id,
-        pad_token_id=eos_id,
         bos_token_id=None,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
     )
 
 
@@ -153,14 +138,9 @@ class BiasBalancer:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (bf16)")
-    ap.add_argument("--minutes", type=float, default=25.0, help="wall-clock training budget")
+    ap = train_parser(__doc__, minutes=25.0)
     ap.add_argument("--dense-frac", type=float, default=0.75, help="time share of phase 1")
     ap.add_argument("--tokenizer-from", type=Path, default=None, help="default: tiny-glm-moe-bf16")
-    ap.add_argument("--corpus-mb", type=float, default=12.0, help="stdlib bytes to read")
     ap.add_argument("--tokens-per-step", type=int, default=2048)
     ap.add_argument("--seq-lens", default="128,256,512", help="cycled per step")
     ap.add_argument("--index-topk", type=int, default=128)

@@ -11,7 +11,6 @@ is made afterwards with `sglang-mx quantize`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import torch
 from sglang_mx.testing.corpus import encode_stream, stdlib_files
+from tiny_common import shared_config, train_parser
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>"]
 # Minimal chat format the bundled tokenizer understands; SGLang's /v1/chat/completions applies it.
@@ -57,31 +57,16 @@ def make_config(vocab_size: int, eos_id: int, max_positions: int):
     from transformers import Glm4MoeConfig
 
     return Glm4MoeConfig(
-        vocab_size=vocab_size,
-        hidden_size=256,
-        intermediate_size=512,  # the dense first layer
+        **shared_config(vocab_size, eos_id, max_positions),
         moe_intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
         num_key_value_heads=2,  # GQA, group size 2
         head_dim=64,
         partial_rotary_factor=0.5,
-        n_routed_experts=16,
-        num_experts_per_tok=4,
-        n_shared_experts=1,
-        first_k_dense_replace=1,
-        n_group=1,
-        topk_group=1,
-        norm_topk_prob=True,
         routed_scaling_factor=1.0,
         attention_bias=True,
         use_qk_norm=False,
-        max_position_embeddings=max_positions,
         tie_word_embeddings=False,
-        eos_token_id=eos_id,
-        pad_token_id=eos_id,
         num_mtp_layers=0,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
     )
 
 
@@ -105,12 +90,7 @@ def perplexity(model, data: torch.Tensor, seq_len: int, max_windows: int = 64) -
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (bf16)")
-    ap.add_argument("--minutes", type=float, default=20.0, help="wall-clock training budget")
-    ap.add_argument("--corpus-mb", type=float, default=12.0, help="stdlib bytes to read")
+    ap = train_parser(__doc__, minutes=20.0)
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--batch", type=int, default=16)

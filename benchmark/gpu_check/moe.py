@@ -13,13 +13,14 @@ from typing import Any
 import sgl_kernel_rocm.moe as moe_pkg
 import torch
 from plan import TOP_K
-from sgl_kernel_rocm.moe import fused_moe_mxfp4
+from sgl_kernel_rocm.moe import MoEWeights, fused_moe_mxfp4
 from sgl_kernel_rocm.moe.layout import prepare_weights
 from sgl_kernel_rocm.moe.reference import fused_moe_reference
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 
 # Names under which a bf16-weight version of our fused MoE kernel is looked up (first found
-# wins); called as fn(x, w13 [E, 2I, H] bf16, w2 [E, H, I] bf16, topk_weights, topk_ids).
+# wins); called as fn(x, MoEWeights.dense(w13 [E, 2I, H], w2 [E, H, I]) bf16, topk_weights,
+# topk_ids).
 BF16_MOE_NAMES = ("fused_moe_bf16", "fused_moe_bf16_weights", "fused_moe_w16a16")
 
 
@@ -57,10 +58,10 @@ def weight_bytes(p: dict[str, Any], experts_used: float, bf16: bool = False) -> 
     return {"gate_up": experts_used * 2 * i * h * per, "down": experts_used * h * i * per}
 
 
-_WEIGHTS: dict[tuple, tuple] = {}
+_WEIGHTS: dict[tuple, MoEWeights] = {}
 
 
-def _weights(e: int, h: int, i: int, dev: str, bf16: bool) -> tuple:
+def _weights(e: int, h: int, i: int, dev: str, bf16: bool) -> MoEWeights:
     """Random weights per layout, made once on the device and shared by every token count."""
     key = (e, h, i, dev, bf16)
     if key not in _WEIGHTS:
@@ -70,23 +71,25 @@ def _weights(e: int, h: int, i: int, dev: str, bf16: bool) -> tuple:
         if bf16:
             w13 = torch.empty(e, 2 * i, h, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
             w2 = torch.empty(e, h, i, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
-            _WEIGHTS[key] = (w13, w2)
+            _WEIGHTS[key] = MoEWeights.dense(w13, w2)
         elif dev == "cpu":
-            _WEIGHTS[key] = random_moe_inputs(1, e, h, i, TOP_K, device=dev)[1:5]
+            _WEIGHTS[key] = random_moe_inputs(1, e, h, i, TOP_K, device=dev)[1]
         else:
             # MXFP4 bytes and E8M0 scales 2**-8..2**-5 (random_moe_inputs' ranges), on the GPU.
             def u8(*shape, low=0, high=256):
                 return torch.randint(low, high, shape, dtype=torch.uint8, device=dev)
 
-            _WEIGHTS[key] = (u8(e, 2 * i, h // 2), u8(e, 2 * i, h // 32, low=119, high=123),
-                             u8(e, h, i // 2), u8(e, h, i // 32, low=119, high=123))  # fmt: skip
+            _WEIGHTS[key] = MoEWeights(
+                u8(e, 2 * i, h // 2), u8(e, 2 * i, h // 32, low=119, high=123),
+                u8(e, h, i // 2), u8(e, h, i // 32, low=119, high=123),
+            )  # fmt: skip
     return _WEIGHTS[key]
 
 
 def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     m, e = p["tokens"], p["experts"]
-    w13, w13s, w2, w2s = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
+    weights = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
     x = torch.randn(m, p["hidden"], device=dev).to(torch.bfloat16)
     n_rot = max(1, min(8, -(-e // (m * TOP_K))))
     routes = _routings(m, e, n_rot, dev, seed)
@@ -94,20 +97,20 @@ def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     cyc = itertools.cycle(routes)
 
     # What serving runs: the plugin prepares the layout at load (process_weights_after_loading).
-    layout = prepare_weights(w13, w13s, w2, w2s)
+    layout = prepare_weights(weights)
 
     def call(route=None):
         # Always the Triton kernels (on the CPU dry run through the interpreter).
         ids, w = route or next(cyc)
-        return fused_moe_mxfp4(x, w13, w13s, w2, w2s, w, ids, backend="triton", layout=layout)
+        return fused_moe_mxfp4(x, weights, w, ids, backend="triton", layout=layout)
 
     def check():
         ids, w = routes[0]
-        return call(routes[0]), fused_moe_reference(x, w13, w13s, w2, w2s, w, ids)
+        return call(routes[0]), fused_moe_reference(x, weights, w, ids)
 
     return {"fn": call, "check": check, "bytes": weight_bytes(p, used),
             "experts_per_call": used, "rotations": n_rot,
-            "args": (x, w13, w13s, w2, w2s), "routes": cyc, "route0": routes[0],
+            "args": (x, weights), "routes": cyc, "route0": routes[0],
             "layout": layout}  # fmt: skip
 
 
@@ -125,7 +128,7 @@ def moe_ep_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     34% of the tokens have no local expert and arrive fully masked (their rows must be zeros)."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     m, e, g_e = p["tokens"], p["experts"], p["global_experts"]
-    w13, w13s, w2, w2s = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
+    weights = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(m, p["hidden"], generator=gen).to(torch.bfloat16).to(dev)
     global_ids = torch.rand(m, g_e, generator=gen).topk(TOP_K, dim=1).indices
@@ -133,11 +136,11 @@ def moe_ep_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     w = torch.rand(m, TOP_K, generator=gen)
     w = (w / w.sum(1, keepdim=True)).to(dev)
     masked = (ids < 0).all(dim=1)
-    layout = prepare_weights(w13, w13s, w2, w2s)
+    layout = prepare_weights(weights)
 
     def check():
-        out = fused_moe_mxfp4(x, w13, w13s, w2, w2s, w, ids, backend="triton", layout=layout)
-        return out, fused_moe_reference(x, w13, w13s, w2, w2s, w, ids)
+        out = fused_moe_mxfp4(x, weights, w, ids, backend="triton", layout=layout)
+        return out, fused_moe_reference(x, weights, w, ids)
 
     return {"check": check, "masked": masked}
 
@@ -156,7 +159,7 @@ def moe_bf16_case(p: dict[str, Any], fn, seed: int = 0) -> dict[str, Any]:
     """The same routing over bf16 weights (random values; speed only)."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     m, e, h, i = p["tokens"], p["experts"], p["hidden"], p["inter"]
-    w13, w2 = _weights(e, h, i, dev, bf16=True)
+    weights = _weights(e, h, i, dev, bf16=True)
     x = torch.randn(m, h, device=dev).to(torch.bfloat16)
     n_rot = max(1, min(8, -(-e // (m * TOP_K))))
     routes = _routings(m, e, n_rot, dev, seed)
@@ -165,7 +168,7 @@ def moe_bf16_case(p: dict[str, Any], fn, seed: int = 0) -> dict[str, Any]:
 
     def call():
         ids, w = next(cyc)
-        return fn(x, w13, w2, w, ids)
+        return fn(x, weights, w, ids)
 
     return {"fn": call, "bytes": weight_bytes(p, used, bf16=True), "experts_per_call": used}
 

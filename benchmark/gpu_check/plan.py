@@ -7,8 +7,8 @@ Shapes are GLM-5.2's per GPU (CONTEXT.md section 2): MoE hidden 6144, moe_interm
 MLA latent 512 + rope 64 with an FP8 cache, 8 heads per rank under TP8 and 64 under DP attention;
 DSA attends 2,048 selected keys; its indexer scores 32 heads x 128 over the whole context.
 
-`focus="attention"` plans only the decode-attention cases (issue 22's measurement: MLA, DSA and
-the indexer, its score kernel and its top-k timed apart), to fit one run of at most 5 minutes.
+scripts/gpu_check.sh's profiles (GPU_CHECK_PROFILE=moe / attention) keep a subset of the kinds
+(run.py --kinds), each to fit one run of at most 5 minutes.
 """
 
 from __future__ import annotations
@@ -87,21 +87,8 @@ def _attn_priority(batch: int, ctx: int, batches, contexts) -> int:
     return 3
 
 
-# Kinds of the attention focus: correctness first, then the timed rows.
-ATTENTION_KINDS = ("check_mla", "check_dsa", "check_indexer", "mla", "dsa", "indexer",
-                   "indexer_scores", "indexer_topk")  # fmt: skip
-FOCUSES = ("all", "attention")
-
-
-def build_plan(dry: bool = False, with_bf16_moe: bool = True, focus: str = "all") -> list[Case]:
-    """Every case of the check; with focus "attention" only ATTENTION_KINDS."""
-    if focus not in FOCUSES:
-        raise ValueError(f"focus {focus!r} is not one of {FOCUSES}")
-    plan = _full_plan(dry, with_bf16_moe)
-    return plan if focus == "all" else [c for c in plan if c.kind in ATTENTION_KINDS]
-
-
-def _full_plan(dry: bool, with_bf16_moe: bool) -> list[Case]:
+def build_plan(dry: bool = False, with_bf16_moe: bool = True) -> list[Case]:
+    """Every case of the check."""
     layouts = DRY["moe_layouts"] if dry else MOE_LAYOUTS
     tokens = DRY["moe_tokens"] if dry else MOE_TOKENS
     heads_by = DRY["heads"] if dry else ATTN_HEADS

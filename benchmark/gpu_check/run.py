@@ -7,8 +7,8 @@ Plans every case with a time estimate (plan.py), trims the plan to the budget by
 (correctness first, then the headline shapes), measures copy bandwidth, then runs the cases,
 skipping what the clock no longer allows. Writes gpu_check.json and gpu_check.md under --out and,
 with --docs, results/gpu-check-<arch>.json and gpu-check-results.md there (docs/gpu-check.md);
-with --focus attention, results/gpu-check-<arch>-attention.json and
-gpu-check-results-attention.md.
+with --profile P (scripts/gpu_check.sh's GPU_CHECK_PROFILE), results/gpu-check-<arch>-P.json
+and gpu-check-results-P.md; --kinds keeps only the case kinds named.
 Needs torch + triton only (no sglang).
 """
 
@@ -28,30 +28,35 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import entry  # noqa: E402 - a sibling module, importable once HERE is on the path
 
-def _parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--budget-s", type=float, default=330.0)
-    p.add_argument("--out", type=Path, required=True)
+
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", type=Path, default=None, help="also write the results there")
-    p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny shapes")
     p.add_argument("--bf16-moe", default=os.environ.get("GPU_CHECK_BF16_MOE"),
                    help="name of the bf16-weight MoE in sgl_kernel_rocm.moe")  # fmt: skip
     p.add_argument("--plan-only", action="store_true", help="print the trimmed plan and exit")
-    p.add_argument("--focus", default=os.environ.get("GPU_CHECK_FOCUS") or "all",
-                   choices=("all", "attention"),
-                   help="attention: only the decode-attention cases (issue 22's run)")  # fmt: skip
-    return p.parse_args(argv)
+    p.add_argument("--kinds", default=os.environ.get("GPU_CHECK_KINDS") or None,
+                   help="comma list of case kinds to keep (check_moe,check_moe_ep,moe,moe_bf16:"
+                        " issue 21's MoE measurement); default every kind")  # fmt: skip
+    p.add_argument("--profile", default=os.environ.get("GPU_CHECK_PROFILE") or "",
+                   help="gpu_check.sh's profile (moe, attention) this run is: tags the results"
+                        " and picks the targets tables; empty for the whole check")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    if args.dry_run:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args = entry.parse(__doc__, 330.0, argv, _flags)
     import plan as P
 
     t_start = time.time()
-    full = P.build_plan(dry=args.dry_run, focus=args.focus)
+    full = P.build_plan(dry=args.dry_run)
+    if args.kinds:
+        kinds = set(args.kinds.split(","))
+        unknown = kinds - {c.kind for c in full}
+        if unknown:
+            print(f"--kinds: no case of kind {sorted(unknown)} in the plan")
+            return 2
+        full = [c for c in full if c.kind in kinds]
     # Setup (imports, copy bandwidth) and the report take ~20 s of the budget.
     kept, dropped = P.trim(full, max(0.0, args.budget_s - 20))
     print(
@@ -124,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         },  # fmt: skip
         "copy": copy,
         "mma": mma,
-        "focus": args.focus,
+        "profile": args.profile,
+        "kinds": args.kinds,
         "budget_s": args.budget_s,
         "elapsed_s": round(time.time() - t_start, 1),
         "plan": {
@@ -276,11 +282,13 @@ def markdown(report: dict[str, Any]) -> str:
         ("DSA indexer top-k alone (torch.topk over the scores)", ("indexer_topk",),
          ["batch", "ctx", "us", "gbps", "frac_copy", "status"]),
     ]  # fmt: skip
-    targets = _targets(h["rows"]) if h.get("focus", "all") == "all" else []
-    if targets:
+    profile = h.get("profile", "")
+    if not profile:
+        targets = _targets(h["rows"])
         lines += targets[:1] + [mark({"moe", "moe_bf16", "mla", "dsa"})] + targets[1:]
-    targets = _targets_22(h["rows"])
-    lines += targets[:1] + [mark({"mla", "dsa", "indexer_scores"})] + targets[1:]
+    if profile in ("", "attention"):
+        targets = _targets_22(h["rows"])
+        lines += targets[:1] + [mark({"mla", "dsa", "indexer_scores"})] + targets[1:]
     for title, prefixes, cols in groups:
         rows = [r for r in h["rows"]
                 if any(r["kind"] == p or (p.endswith("_") and r["kind"].startswith(p))
@@ -371,15 +379,15 @@ def _cell(v) -> str:
 
 
 def _tag(report: dict[str, Any]) -> str:
-    """The results' file tag: the arch, plus the focus when it is not the whole check."""
-    focus = report.get("focus", "all")
-    return report["arch"] if focus == "all" else f"{report['arch']}-{focus}"
+    """The results' file tag: the arch, plus the profile when it is not the whole check."""
+    profile = report.get("profile", "")
+    return f"{report['arch']}-{profile}" if profile else report["arch"]
 
 
 def _write(report: dict[str, Any], out: Path, docs: Path | None) -> None:
     tag = _tag(report)
-    focus = report.get("focus", "all")
-    md_name = "gpu-check-results.md" if focus == "all" else f"gpu-check-results-{focus}.md"
+    profile = report.get("profile", "")
+    md_name = f"gpu-check-results-{profile}.md" if profile else "gpu-check-results.md"
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (out / "gpu_check.md").write_text(markdown(report) + "\n")

@@ -8,8 +8,10 @@ decode tile of 4-bit weights needs more bytes in flight than the same tile of bf
     python benchmark/gpu_check/sweep_moe.py --dry-run --out /tmp/x        # CPU, interpreter
 
 --variants times the shipped table's config under each code path (`unpack`, `dot_scaled`) with
-and without the load-time weight layout (`prepare_weights`, what the plugin passes when serving)
-instead of sweeping configs.
+and without the load-time weight layout (`prepare_weights`, what the plugin passes when serving),
+and the unpack path with the layout under each word-wise upcast the arch has (`moe/_upcast.py`:
+inline PTX or the gfx950 convert vs pure Triton), instead of sweeping configs; `--points`
+limits the (layout, tokens) points.
 
 Writes OUT/moe-sweep-<arch>.json: every (layout, tokens, config) timed kernel-only (CUDA-graph
 replay of one whole fused call), as a fraction of the copy bandwidth of the same run. Picking
@@ -23,7 +25,6 @@ import argparse
 import datetime as dt
 import itertools
 import json
-import os
 import platform
 import sys
 import time
@@ -32,6 +33,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+import entry  # noqa: E402 - a sibling module, importable once HERE is on the path
 
 # Priority order: the headline decode points first, extremes after.
 POINTS = (("EP8", 1), ("TP8", 1), ("EP8", 16), ("TP8", 16), ("EP8", 4), ("TP8", 4),
@@ -56,19 +59,14 @@ def candidates(tokens: int) -> list[dict[str, int]]:
     return out
 
 
-def _parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--budget-s", type=float, default=200.0)
-    p.add_argument("--out", type=Path, required=True)
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", action="store_true", help="paths x layout, shipped configs")
-    p.add_argument("--dry-run", action="store_true", help="CPU, interpreter, tiny")
-    return p.parse_args(argv)
+    p.add_argument("--points", type=int, default=len(POINTS),
+                   help="time only the first N (layout, tokens) points of the priority order")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    if args.dry_run:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args = entry.parse(__doc__, 200.0, argv, _flags)
     import measure
     import moe as moe_cases
     import plan as P
@@ -76,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sgl_kernel_rocm.arch import current_arch
     from sgl_kernel_rocm.moe import fused_moe_mxfp4
+    from sgl_kernel_rocm.moe.config import choose_upcast, resolve_config
     from sgl_kernel_rocm.moe.layout import prepare_weights
 
     start = time.time()
@@ -85,14 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     layouts = P.MOE_LAYOUTS if gpu else {k: P.DRY["moe_layouts"]["TP8"] for k in P.MOE_LAYOUTS}
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
-    for layout, tokens in POINTS:
+    last_s = 0.0  # the previous candidate's wall time: the next one is not started past budget
+    for layout, tokens in POINTS[: args.points]:
         p = dict(layouts[layout], tokens=tokens if gpu else min(tokens, 2))
         case = moe_cases.moe_case(p)
         x_args = case["args"]
         if args.variants:
-            prepared = prepare_weights(*x_args[1:])
+            prepared = prepare_weights(x_args[1])
             cands = [{"path": path, "layout": lay}
                      for path in ("unpack", "dot_scaled") for lay in (None, prepared)]  # fmt: skip
+            # The word-wise upcasts of the unpack path, on the shipped tile.
+            w = x_args[1]
+            base, _ = resolve_config(arch, p["tokens"], w.num_experts, w.hidden, w.inter, "none")
+            for up in dict.fromkeys((choose_upcast(arch), "triton")):
+                cands.append({"path": "unpack", "layout": prepared,
+                              "config": {**base, "upcast": up}})  # fmt: skip
         else:
             configs = candidates(tokens) if gpu else candidates(1)[:2]
             cands = [{"config": c, "layout": case["layout"]} for c in configs]
@@ -101,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         for kw in cands:
             cfg = kw.get("config")
             kw = dict(kw, backend="triton")
-            if time.time() - start > args.budget_s:
-                skipped.append(f"{layout} M{tokens} {cfg}")
+            if time.time() - start + last_s > args.budget_s:
+                skipped.append(f"{layout} M{tokens} {kw.get('path')} {cfg}")
                 continue
+            t_cand = time.time()
             row = {"layout": layout, "tokens": tokens, "config": cfg, **layouts[layout]}
             if args.variants:
                 row.update(path=kw["path"], weight_layout=repr(kw["layout"]))
@@ -127,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             if copy["best_gbps"]:
                 row["frac_copy"] = row["gbps"] / copy["best_gbps"]
             rows.append(row)
-            what = f"{kw.get('path')} {kw.get('layout')}" if args.variants else cfg
+            last_s = time.time() - t_cand
+            what = f"{kw.get('path')} {kw.get('layout')} {cfg or ''}" if args.variants else cfg
             print(f"{layout} M{tokens} {what} {row['us']:.1f}us "
                   f"{row.get('frac_copy', 0):.3f} ok={row['ok']}", flush=True)  # fmt: skip
     import triton

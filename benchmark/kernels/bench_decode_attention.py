@@ -14,7 +14,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -150,15 +149,9 @@ def environment(device: str, copy_gbps: float) -> dict[str, Any]:
     if device == "cuda":
         hw = torch.cuda.get_device_name(0)
     else:
-        cpu = platform.processor() or platform.machine()
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
-        hw = f"{os.cpu_count()}-core {platform.machine()} CPU ({cpu}), no GPU, Triton interpreter"
+        from sglang_mx.bench.stamp import host_cpu
+
+        hw = f"{host_cpu()}, Triton interpreter"
     try:
         import sglang
 

@@ -59,9 +59,10 @@ def moe_traffic(tokens, experts, hidden, inter, top_k, topk_ids, act_bytes=2) ->
     return int(active * per_expert + act + inter_buf + slot_buf), flops
 
 
-def torch_dequant_baseline(x, w13, s13, w2, s2, tw, ti):
+def torch_dequant_baseline(x, weights, tw, ti):
     """(a) torch: dequantize the hit experts to bf16, then a bf16 matmul pair per expert."""
-    inter = w2.shape[2] * 2
+    w13, s13, w2, s2 = weights.w13, weights.w13_scale, weights.w2, weights.w2_scale
+    inter = weights.inter
     out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     flat = ti.reshape(-1).long()
     weights = tw.reshape(-1)
@@ -75,7 +76,7 @@ def torch_dequant_baseline(x, w13, s13, w2, s2, tw, ti):
     return out.to(x.dtype)
 
 
-def sglang_bf16_moe(x, w13, s13, w2, s2, tw, ti) -> tuple[Callable[[], Any] | None, str]:
+def sglang_bf16_moe(x, weights, tw, ti) -> tuple[Callable[[], Any] | None, str]:
     """(b) SGLang's Triton fused MoE on bf16 copies of the weights, if it imports and runs."""
     if x.device.type != "cuda":
         return None, "needs a GPU"
@@ -84,8 +85,8 @@ def sglang_bf16_moe(x, w13, s13, w2, s2, tw, ti) -> tuple[Callable[[], Any] | No
         from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe import fused_experts
         from sglang.srt.layers.moe.topk import StandardTopKOutput
 
-        w1b = dequantize_mxfp4(w13, s13, dtype=torch.bfloat16)
-        w2b = dequantize_mxfp4(w2, s2, dtype=torch.bfloat16)
+        w1b = dequantize_mxfp4(weights.w13, weights.w13_scale, dtype=torch.bfloat16)
+        w2b = dequantize_mxfp4(weights.w2, weights.w2_scale, dtype=torch.bfloat16)
         topk = StandardTopKOutput(tw, ti, torch.empty(0, device=x.device))
         cfg = MoeRunnerConfig(inplace=False)
 
@@ -101,7 +102,7 @@ def sglang_bf16_moe(x, w13, s13, w2, s2, tw, ti) -> tuple[Callable[[], Any] | No
 def bench_case(name, shape, tokens, top_k, device, iters, with_triton) -> list[dict]:
     experts, hidden, inter = shape["experts"], shape["hidden"], shape["inter"]
     inputs = random_moe_inputs(tokens, experts, hidden, inter, top_k, device)
-    nbytes, flops = moe_traffic(tokens, experts, hidden, inter, top_k, inputs[6])
+    nbytes, flops = moe_traffic(tokens, experts, hidden, inter, top_k, inputs[3])
     arch = current_arch() if device == "cuda" else "cpu"
     rows = []
     base_a = time_fn(lambda: torch_dequant_baseline(*inputs), device, iters)
@@ -112,7 +113,7 @@ def bench_case(name, shape, tokens, top_k, device, iters, with_triton) -> list[d
         variants += [("triton", "none"), ("triton", "mxfp4")]
     if device == "cpu":
         variants += [("torch", "none"), ("torch-prepared", "none"), ("torch", "mxfp4")]
-    prepared = prepare_reference_weights(*inputs[1:5]) if device == "cpu" else None
+    prepared = prepare_reference_weights(inputs[1]) if device == "cpu" else None
     for backend, act_quant in variants:
         kwargs = {"act_quant": act_quant, "backend": backend.split("-")[0]}
         if backend == "torch-prepared":

@@ -25,7 +25,13 @@ os.environ["TRITON_INTERPRET"] = "1"  # lets the wrapper take CPU tensors; no ke
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from sgl_kernel_rocm.moe import _align_kernel, _kernels, fused_moe_mxfp4, triton_moe  # noqa: E402
+from sgl_kernel_rocm.moe import (  # noqa: E402
+    MoEWeights,
+    _align_kernel,
+    _kernels,
+    fused_moe_mxfp4,
+    triton_moe,
+)
 from sgl_kernel_rocm.moe.align import align_tokens  # noqa: E402
 from sgl_kernel_rocm.moe.routing import softmax_topk  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
@@ -110,7 +116,7 @@ def inputs(layout: str, tokens: int, seed: int = 0):
     s2 = torch.empty(experts, hidden, inter // 32, dtype=torch.uint8)
     x = torch.randn(tokens, hidden, generator=gen).to(torch.bfloat16)
     tw, ti = softmax_topk(torch.randn(tokens, experts, generator=gen), TOP_K, renormalize=True)
-    return x, w13, s13, w2, s2, tw, ti
+    return x, MoEWeights(w13, s13, w2, s2), tw, ti
 
 
 def measure(layout: str, tokens: int, iters: int) -> dict:
@@ -144,7 +150,7 @@ def measure(layout: str, tokens: int, iters: int) -> dict:
         triton_moe._EXACT_ALIGN_ON_CPU = exact
     # What the torch alignment (the path before, and still the reference) costs at this size.
     with OpCounter() as old_align:
-        align_tokens(args[6], LAYOUTS[layout][0], CONFIG["BLOCK_M"], exact=False)
+        align_tokens(args[3], LAYOUTS[layout][0], CONFIG["BLOCK_M"], exact=False)
     return {
         "layout": layout,
         "tokens": tokens,

@@ -50,13 +50,35 @@ class _Env:
             )
         return value
 
+    @property
+    def mx_platform(self) -> str:
+        """SGLANG_MX_PLATFORM=auto|cuda-native: "cuda-native" runs SGLang on a CUDA GPU through
+        our `mx_cuda` platform (native torch ops + our kernels, no sgl_kernel) even where the
+        real sgl_kernel is installed; "auto" picks it only where sgl_kernel is missing."""
+        value = os.environ.get("SGLANG_MX_PLATFORM", "auto").strip().lower() or "auto"
+        if value not in ("auto", "cuda-native"):
+            raise ValueError(f"SGLANG_MX_PLATFORM must be auto or cuda-native, got {value!r}")
+        return value
+
     def gpu_visible(self) -> bool:
         import torch
 
         return bool(torch.cuda.is_available())
 
     def platform_wanted(self) -> bool:
+        """The `mx_cpu` platform claims this process (no GPU, or SGLANG_MX_FORCE_CPU=1)."""
         return not self.disabled and (self.force_cpu or not self.gpu_visible())
+
+    def cuda_native_wanted(self) -> bool:
+        """The `mx_cuda` platform claims this process (sglang_mx.seam.platform_choice)."""
+        from sglang_mx.seam.platform_choice import current_choice
+
+        return current_choice() == "mx_cuda"
+
+    def serves_every_layer(self) -> bool:
+        """One of our platforms serves this process, so our quantization config serves every
+        MXFP4 layer (linears too), not only SGLang's routed experts."""
+        return self.platform_wanted() or self.cuda_native_wanted()
 
 
 ENV = _Env()

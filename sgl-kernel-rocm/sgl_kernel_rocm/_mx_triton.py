@@ -68,17 +68,28 @@ def _quantize_rows_kernel(
         other=0.0,
     ).to(tl.float32)
     packed, scales = quantize_tile(x, BLOCK_R, BLOCK_C)
+    store_mx_tile(q_ptr, s_ptr, rows, rmask, pid_c, n_cols, stride_q, stride_s, packed, scales,
+                  BLOCK_C)  # fmt: skip
+
+
+@triton.jit
+def store_mx_tile(
+    q_ptr, s_ptr, rows, row_ok, pid_c, n_cols, stride_q, stride_s, packed, scales,
+    BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """Store one `quantize_tile` result: packed [R, BLOCK_C/2] and E8M0 [R, BLOCK_C/32] of rows
+    `rows` (masked by `row_ok`), column tile pid_c of rows n_cols long."""
     qcols = pid_c * (BLOCK_C // 2) + tl.arange(0, BLOCK_C // 2)
     scols = pid_c * (BLOCK_C // 32) + tl.arange(0, BLOCK_C // 32)
     tl.store(
         q_ptr + rows[:, None] * stride_q + qcols[None, :],
         packed,
-        mask=rmask[:, None] & (qcols[None, :] < n_cols // 2),
+        mask=row_ok[:, None] & (qcols[None, :] < n_cols // 2),
     )
     tl.store(
         s_ptr + rows[:, None] * stride_s + scols[None, :],
         scales,
-        mask=rmask[:, None] & (scols[None, :] < n_cols // 32),
+        mask=row_ok[:, None] & (scols[None, :] < n_cols // 32),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from attention_support import assert_bf16_close, scattered_pages
 from sgl_kernel_rocm.attention import (
     dsa_indexer,
     dsa_sparse_decode,
@@ -22,15 +23,8 @@ LENS = [5, 70]
 
 
 def _paged(g, dims, dtype, page=16, pool=12):
-    cache = torch.randn(pool, page, *dims, generator=g)
-    cache = (cache * 4).to(dtype) if dtype == torch.float8_e4m3fn else cache.to(dtype)
-    bt = torch.randperm(pool, generator=g)[:10].view(2, 5).to(torch.int32)
+    cache, bt = scattered_pages(g, pool, page, dims, dtype, 2, 5)
     return cache, bt, torch.tensor(LENS, dtype=torch.int32)
-
-
-def _close(out, ref):
-    tol = 2.0**-7 * ref.abs().max().item() + 1e-4
-    assert (out.double() - ref).abs().max().item() <= tol
 
 
 def test_guard_catches_the_syncs_it_forbids():
@@ -55,9 +49,11 @@ def test_gqa_decode_no_host_sync(splits, kv_dtype):
         out, lse = gqa_decode(q, k, v, bt, seq, k_scale=scale, v_scale=scale, num_splits=splits,
                               return_lse=True, sliding_window=40)  # fmt: skip
         out2 = gqa_decode(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5, max_seq_len=70)
-    _close(out, gqa_decode_ref(q, k, v, bt, seq, k_scale=scale, v_scale=scale, sliding_window=40))
+    assert_bf16_close(
+        out, gqa_decode_ref(q, k, v, bt, seq, k_scale=scale, v_scale=scale, sliding_window=40)
+    )
     assert torch.isfinite(lse).all()
-    _close(out2, gqa_decode_ref(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5))
+    assert_bf16_close(out2, gqa_decode_ref(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5))
 
 
 @pytest.mark.parametrize("splits", [None, 2])
@@ -71,9 +67,9 @@ def test_mla_and_dsa_decode_no_host_sync(splits):
         out, lse = mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, return_lse=True)
         sparse = dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits,
                                    max_seq_len=70)  # fmt: skip
-    _close(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale))
+    assert_bf16_close(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale))
     assert torch.isfinite(lse).all()
-    _close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale))
+    assert_bf16_close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale))
 
 
 def test_dsa_indexer_no_host_sync():

@@ -79,12 +79,21 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
            "pointers": (("a_ptr", "*bf16"), ("b_ptr", "*bf16"), ("out_ptr", "*fp32")),
            "ints": (("k_dim", 4096),)}  # fmt: skip
 
-    def tile(m, n, k):
-        return tuple(zip("MNK", (m, n, k), strict=True))
+    def dot_case(label: str, mnk: tuple[int, int, int], warps: int, expect=(), stages=1) -> Case:
+        """The dot loop at one tile, warp count and stage count: each plants its own fault."""
+        return Case(
+            **dot,
+            label=f"planted:{label}",
+            constexprs=tuple(zip("MNK", mnk, strict=True)),
+            num_warps=warps,
+            expect=expect,
+            **common | {"num_stages": stages},
+        )
 
     stream = {"module": "planted_kernels", "ints": (("n", 6143), ("stride", 6144)),
               "pointers": (("w_ptr", "*u8"), ("out_ptr", "*i32")), "constexprs": (),
-              "num_warps": 4, "expect": ("wide_stream",)}  # fmt: skip
+              "num_warps": 4, "expect": ("wide_stream",), "label": "planted",
+              **common | {"stream": "weights", "stream_bytes_per_iter": 4096}}  # fmt: skip
     budget = "LDS" if is_amd(arch) else "shared memory"
     out = {
         "compile_error": (
@@ -102,54 +111,20 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             "Return type mismatch",
         ),
         "spill": (
-            Case(
-                **dot,
-                label="planted:spill",
-                constexprs=tile(*((256, 128, 16) if is_amd(arch) else (128, 128, 16))),
-                num_warps=1,
-                **common,
-            ),
+            dot_case("spill", (256, 128, 16) if is_amd(arch) else (128, 128, 16), warps=1),
             "spills",
         ),
-        "lds_smem": (
-            Case(
-                **dot,
-                label="planted:stages",
-                constexprs=tile(32, 32, 512),
-                num_warps=4,
-                **common | {"num_stages": 6},
-            ),
-            f"{budget} ",
-        ),
+        "lds_smem": (dot_case("stages", (32, 32, 512), warps=4, stages=6), f"{budget} "),
         "warp_repetition": (
-            Case(
-                **dot,
-                label="planted:small-tile",
-                constexprs=tile(16, 16, 32),
-                num_warps=8,
-                expect=("whole_warps",),
-                **common,
-            ),
+            dot_case("small-tile", (16, 16, 32), warps=8, expect=("whole_warps",)),
             "warps compute each output tile",
         ),
         "narrow_stream": (
-            Case(
-                kernel="planted.narrow",
-                fn="narrow_stream_kernel",
-                label="planted",
-                **stream,
-                **common | {"stream": "weights", "stream_bytes_per_iter": 4096},
-            ),
+            Case(kernel="planted.narrow", fn="narrow_stream_kernel", **stream),
             "'weights' stream loads are 1 B wide",
         ),
         "unattributed_stream": (
-            Case(
-                kernel="planted.unmarked",
-                fn="unmarked_stream_kernel",
-                label="planted",
-                **stream,
-                **common | {"stream": "weights", "stream_bytes_per_iter": 4096},
-            ),
+            Case(kernel="planted.unmarked", fn="unmarked_stream_kernel", **stream),
             "no global load attributed to the 'weights' stream",
         ),
     }
@@ -170,72 +145,50 @@ def _planted(arch: str) -> dict[str, tuple[Case, str | None]]:
             ),
             "converts each 'kv' tile 2 times per iteration",
         )
+    # A software FP4 upcast in fp32: no hardware convert (gfx950), no packed bf16 multiply
+    # (the PTX upcast's, sm90 / sm100).
+    soft = {"kernel": "planted.soft_upcast", "module": "planted_kernels",
+            "fn": "soft_upcast_kernel", "label": "planted", "constexprs": (), "ints": (),
+            "pointers": (("w_ptr", "*u8"), ("out_ptr", "*bf16")), "num_warps": 4,
+            **common}  # fmt: skip
+    if arch in ("sm90", "sm100"):
+        out["no_bf16x2_mul"] = (Case(**soft, expect=("bf16x2_mul",)), "no packed bf16 multiply")
     if arch == "gfx950":
         scaled = {"kernel": "planted.scaled_dot", "module": "planted_kernels",
                   "fn": "scaled_dot_kernel", "num_warps": 4, **common}  # fmt: skip
         blocks = (("BLOCK_M", 32), ("BLOCK_N", 32), ("BLOCK_K", 128))
         out |= {
             "no_mfma_scale": (
-                Case(
-                    **dot,
-                    label="planted:w4a4-as-bf16",
-                    constexprs=tile(32, 32, 64),
-                    num_warps=4,
-                    expect=("mfma_scale",),
-                    **common,
-                ),
+                dot_case("w4a4-as-bf16", (32, 32, 64), warps=4, expect=("mfma_scale",)),
                 "W4A4 without v_mfma_scale",
             ),
             "no_cvt_scalef32": (
-                Case(
-                    kernel="planted.soft_upcast",
-                    module="planted_kernels",
-                    fn="soft_upcast_kernel",
-                    label="planted",
-                    pointers=(("w_ptr", "*u8"), ("out_ptr", "*bf16")),
-                    ints=(),
-                    constexprs=(),
-                    num_warps=4,
-                    expect=("cvt_scalef32",),
-                    **common,
-                ),
+                Case(**soft, expect=("cvt_scalef32",)),
                 "W4A16 without v_cvt_scalef32",
             ),
-            "control_w4a4": (
-                Case(
-                    **scaled,
-                    label="control:e2m1",
-                    expect=("mfma_scale",),
-                    pointers=(
-                        ("a_ptr", "*u8"),
-                        ("as_ptr", "*u8"),
-                        ("w_ptr", "*u8"),
-                        ("ws_ptr", "*u8"),
-                        ("out_ptr", "*fp32"),
-                    ),
-                    ints=(),
-                    constexprs=(("A_FMT", "e2m1"), *blocks),
-                ),
-                None,
-            ),
-            "control_w4a16": (
-                Case(
-                    **scaled,
-                    label="control:bf16",
-                    expect=("cvt_scalef32",),
-                    pointers=(
-                        ("a_ptr", "*bf16"),
-                        ("as_ptr", "*u8"),
-                        ("w_ptr", "*u8"),
-                        ("ws_ptr", "*u8"),
-                        ("out_ptr", "*fp32"),
-                    ),
-                    ints=(),
-                    constexprs=(("A_FMT", "bf16"), *blocks),
-                ),
-                None,
-            ),
         }
+        # The controls: e2m1 activations (W4A4) must use v_mfma_scale, bf16 ones (W4A16) the
+        # hardware upcast v_cvt_scalef32.
+        for name, a_fmt, a_type, demand in (
+            ("control_w4a4", "e2m1", "*u8", "mfma_scale"),
+            ("control_w4a16", "bf16", "*bf16", "cvt_scalef32"),
+        ):
+            pointers = (
+                ("a_ptr", a_type),
+                ("as_ptr", "*u8"),
+                ("w_ptr", "*u8"),
+                ("ws_ptr", "*u8"),
+                ("out_ptr", "*fp32"),
+            )
+            case = Case(
+                **scaled,
+                label=f"control:{a_fmt}",
+                expect=(demand,),
+                pointers=pointers,
+                ints=(),
+                constexprs=(("A_FMT", a_fmt), *blocks),
+            )
+            out[name] = (case, None)
     return out
 
 

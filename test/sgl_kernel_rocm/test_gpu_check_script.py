@@ -51,14 +51,27 @@ def test_plan_covers_glm_shapes_and_trims_to_budget():
     assert len(all_kept) == len(full) and not none
 
 
-def test_attention_focus_plans_issue_22s_shapes_in_five_minutes():
-    """GPU_CHECK_FOCUS=attention: only decode attention, at the issue's Measure shapes (FP8
+def test_attention_profile_plans_issue_22s_shapes_in_five_minutes(tmp_path):
+    """GPU_CHECK_PROFILE=attention: only decode attention, at the issue's Measure shapes (FP8
     latent, 8 and 64 heads, 4k-20k context, batch 1-128, top-k 2,048, the indexer's score kernel
     and its top-k timed apart), all of it inside the script's 300 s (check step 210 s, less the
-    setup and report run.py keeps back)."""
-    full = P.build_plan(focus="attention")
-    kinds = {c.kind for c in full}
-    assert kinds == set(P.ATTENTION_KINDS)
+    setup and report run.py keeps back), then the gpu tests picked by -k "decode or indexer"."""
+    stub = tmp_path / "python_stub"
+    stub.write_text('#!/usr/bin/env bash\necho stub "$@" "kinds=$GPU_CHECK_KINDS"\n')
+    stub.chmod(0o755)
+    env = _script_env(tmp_path / "out", PYTHON=str(stub), GPU_CHECK_PROFILE="attention",
+                      GPU_CHECK_DRY_RUN="0")  # fmt: skip
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert "of 300s budget" in log and "== check (limit 210s" in log, log[-2000:]
+    assert "--profile attention" in log and "sweep_moe.py" not in log, log[-2000:]
+    assert "-k decode or indexer" in log, log[-2000:]
+    kinds = set(log.split("kinds=", 1)[1].split()[0].split(","))
+    full = [c for c in P.build_plan() if c.kind in kinds]
+    assert {c.kind for c in full} == kinds == {
+        "check_mla", "check_dsa", "check_indexer", "mla", "dsa", "indexer", "indexer_scores",
+        "indexer_topk"}  # fmt: skip
     attn = [c.params for c in full if c.kind in ("mla", "dsa")]
     assert {a["heads"] for a in attn} == {8, 64} and {a["top_k"] for a in attn} == {2048}
     assert {a["ctx"] for a in attn} == {4096, 8192, 20480}
@@ -68,8 +81,6 @@ def test_attention_focus_plans_issue_22s_shapes_in_five_minutes():
         assert rows == {(b, ctx) for b in (1, 8, 32, 128) for ctx in (4096, 8192, 20480)}
     kept, dropped = P.trim(full, 210 - 15 - 20)
     assert not dropped, [c.name for c in dropped]
-    with pytest.raises(ValueError, match="focus"):
-        P.build_plan(focus="moe-only")
 
 
 def _script_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -102,6 +113,39 @@ def test_script_exit_status_follows_its_steps(tmp_path, step_rc):
         status = "TIMEOUT" if step_rc == 124 else f"rc={step_rc}"
         assert proc.returncode == 1, log[-2000:]
         assert f"FAILED steps: check ({status})" in log, log[-2000:]
+
+
+def test_moe_profile_runs_only_the_moe_and_its_variants(tmp_path):
+    """GPU_CHECK_PROFILE=moe (issue 21's measurement): the check keeps the MoE kinds only, the
+    variants step times code paths x word upcasts, all inside a 290 s budget."""
+    stub = tmp_path / "python_stub"
+    stub.write_text('#!/usr/bin/env bash\necho stub "$@" "kinds=$GPU_CHECK_KINDS"\n')
+    stub.chmod(0o755)
+    env = _script_env(tmp_path / "out", PYTHON=str(stub), GPU_CHECK_PROFILE="moe")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-2000:]
+    assert "kinds=check_moe,check_moe_ep,moe,moe_bf16" in log, log[-2000:]
+    assert "stub benchmark/gpu_check/sweep_moe.py --variants" in log, log[-2000:]
+    assert "of 290s budget" in log
+    bad = _script_env(tmp_path / "bad", PYTHON=str(stub), GPU_CHECK_PROFILE="attn")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=bad,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "GPU_CHECK_PROFILE must be" in proc.stderr
+
+
+def test_run_keeps_only_the_kinds_asked_for():
+    run = [sys.executable, str(ROOT / "benchmark" / "gpu_check" / "run.py"), "--plan-only",
+           "--out", "/tmp/unused", "--budget-s", "290"]  # fmt: skip
+    proc = subprocess.run([*run, "--kinds", "moe,moe_bf16"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    planned = [ln for ln in proc.stdout.splitlines() if ln.startswith("  moe")]
+    assert planned and not any(k in proc.stdout for k in ("mla:", "dsa:", "indexer:"))
+    proc = subprocess.run([*run, "--kinds", "moe,mxa"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "mxa" in proc.stdout
 
 
 def test_masked_ep_routing_matches_sglang_dispatch():

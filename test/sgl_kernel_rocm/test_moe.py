@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from sgl_kernel_rocm.moe import fused_moe_mxfp4, prepare_reference_weights, triton_moe
+from sgl_kernel_rocm.moe import MoEWeights, fused_moe_mxfp4, prepare_reference_weights, triton_moe
 from sgl_kernel_rocm.moe.align import align_tokens
 from sgl_kernel_rocm.moe.routing import softmax_topk
 from sgl_kernel_rocm.mx import dequantize_mxfp4, quantize_mxfp4
@@ -23,15 +23,15 @@ def _make_case(tokens, experts, hidden, inter, top_k, dtype, empty_experts=(), m
     tw, ti = softmax_topk(logits, top_k, renormalize=True)
     flat = ti.view(-1)
     flat[torch.randperm(flat.numel(), generator=gen)[:masked]] = -1
-    return x, w13, s13, w2, s2, tw, ti
+    return x, MoEWeights(w13, s13, w2, s2), tw, ti
 
 
-def _oracle(x, w13, s13, w2, s2, tw, ti, act_quant):
+def _oracle(x, w, tw, ti, act_quant):
     """Per-token, per-slot loop in fp64 over dequantized weights (SwiGLU output cast to the
     activation dtype, as the kernels store it)."""
-    inter = w2.shape[2] * 2
-    W13 = dequantize_mxfp4(w13, s13, dtype=torch.float64)
-    W2 = dequantize_mxfp4(w2, s2, dtype=torch.float64)
+    inter = w.w2.shape[2] * 2
+    W13 = dequantize_mxfp4(w.w13, w.w13_scale, dtype=torch.float64)
+    W2 = dequantize_mxfp4(w.w2, w.w2_scale, dtype=torch.float64)
     xq = x.float()
     if act_quant == "mxfp4":
         xq = dequantize_mxfp4(*quantize_mxfp4(xq), dtype=torch.float32)
@@ -60,10 +60,10 @@ def test_reference_matches_per_token_oracle(act_quant):
 
 
 def test_reference_prepared_weights_match():
-    x, w13, s13, w2, s2, tw, ti = _make_case(6, 4, 64, 32, 2, torch.bfloat16)
-    prepared = prepare_reference_weights(w13, s13, w2, s2)
-    a = fused_moe_mxfp4(x, w13, s13, w2, s2, tw, ti, backend="torch")
-    b = fused_moe_mxfp4(x, w13, s13, w2, s2, tw, ti, backend="torch", prepared=prepared)
+    x, w, tw, ti = _make_case(6, 4, 64, 32, 2, torch.bfloat16)
+    prepared = prepare_reference_weights(w)
+    a = fused_moe_mxfp4(x, w, tw, ti, backend="torch")
+    b = fused_moe_mxfp4(x, w, tw, ti, backend="torch", prepared=prepared)
     # Same arithmetic, weights dequantized earlier instead of per call.
     assert torch.equal(a, b)
 
@@ -108,9 +108,8 @@ CASES = {
 def test_triton_matches_reference_bf16(monkeypatch, path, act_quant, case):
     _poison(monkeypatch)
     t, e, h, i, k, empty, masked = CASES[case]
-    x, w13, s13, w2, s2, tw, ti = _make_case(t, e, h, i, k, torch.bfloat16, empty, masked)
+    args = _make_case(t, e, h, i, k, torch.bfloat16, empty, masked)
     shared = torch.randn(t, h).to(torch.bfloat16)
-    args = (x, w13, s13, w2, s2, tw, ti)
     out = fused_moe_mxfp4(
         *args, act_quant=act_quant, backend="triton", path=path, shared_output=shared
     )
@@ -146,15 +145,20 @@ def test_auto_backend_on_cpu_is_the_reference():
 
 
 def test_bad_inputs_raise_clear_errors():
-    x, w13, s13, w2, s2, tw, ti = _make_case(3, 4, 64, 32, 2, torch.bfloat16)
+    x, w, tw, ti = _make_case(3, 4, 64, 32, 2, torch.bfloat16)
     with pytest.raises(ValueError, match="act_quant"):
-        fused_moe_mxfp4(x, w13, s13, w2, s2, tw, ti, act_quant="int4")
+        fused_moe_mxfp4(x, w, tw, ti, act_quant="int4")
+    bad_scale = MoEWeights(w.w13, w.w13_scale, w.w2, w.w2_scale[:, :, :0])
     with pytest.raises(ValueError, match="w2_scale"):
-        fused_moe_mxfp4(x, w13, s13, w2, s2[:, :, :0], tw, ti)
+        fused_moe_mxfp4(x, bad_scale, tw, ti)
     with pytest.raises(ValueError, match="topk_ids"):
-        fused_moe_mxfp4(x, w13, s13, w2, s2, tw, ti[:2])
+        fused_moe_mxfp4(x, w, tw, ti[:2])
+    with pytest.raises(ValueError, match="hidden_states"):
+        fused_moe_mxfp4(x[:, :32], w, tw, ti)
+    with pytest.raises(ValueError, match="MXFP4"):
+        fused_moe_mxfp4(x, MoEWeights.dense(w.w13, w.w2), tw, ti)
     with pytest.raises(ValueError, match="dot_scaled"):
-        fused_moe_mxfp4(x.float(), w13, s13, w2, s2, tw, ti, backend="triton", path="dot_scaled")
+        fused_moe_mxfp4(x.float(), w, tw, ti, backend="triton", path="dot_scaled")
 
 
 def test_worst_case_grid_surplus_programs_write_nothing(monkeypatch):
@@ -185,11 +189,10 @@ def test_fully_masked_tokens_get_zeros_or_shared(monkeypatch, exact_align, share
     _poison(monkeypatch)
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", exact_align)
     t, h = 7, 64
-    x, w13, s13, w2, s2, tw, ti = _make_case(t, 8, h, 64, 2, torch.bfloat16)
+    args = _make_case(t, 8, h, 64, 2, torch.bfloat16)
     rows = UNROUTED[which](t)
-    ti[rows, :] = -1
+    args[-1][rows, :] = -1
     shared_out = torch.randn(t, h).to(torch.bfloat16) if shared else None
-    args = (x, w13, s13, w2, s2, tw, ti)
     out = fused_moe_mxfp4(*args, backend="triton", path="unpack", shared_output=shared_out)
     ref = fused_moe_mxfp4(*args, backend="torch", shared_output=shared_out)
     # A fully masked row is exactly zeros (+ the shared output): nothing is summed into it.

@@ -1,69 +1,31 @@
-"""The word-wise FP4 upcast of the unpack path and the load-time weight layout check
-(`sgl_kernel_rocm.moe.layout`): every E2M1 code x scale against the torch dequantizer, the
-one-multiply variant only where `prepare_weights` allows it, the fused MoE with a layout."""
+"""The load-time weight layout check (`sgl_kernel_rocm.moe.layout`): its flags, the fused MoE
+with a layout on both upcast variants and on byte loads, `dot_scaled` with `fast_math`, the
+bf16-weight baseline. The upcast itself: test_moe_upcast.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from _upcast_kernel import dequant_words_kernel
-from sgl_kernel_rocm.moe import fused_moe_mxfp4, prepare_weights
+from sgl_kernel_rocm.moe import MoEWeights, fused_moe_mxfp4, prepare_weights
 from sgl_kernel_rocm.moe.layout import FAST_SCALE_MAX, MoEWeightLayout
-from sgl_kernel_rocm.mx import dequantize_mxfp4
 from test_moe import _make_case
-
-# Every scale class: 2**-127 (0), small, around 1, the fast limit and just past it, large,
-# 2**127 (254) and NaN (255); 16 rows (the kernel's tile is a power of two).
-SCALES = [0, 1, 2, 60, 100, 125, 126, 127, 128, 129, 130, 200, 250, 253, 254, 255]
-
-
-def _all_codes(rows: int) -> torch.Tensor:
-    """[rows, 32] packed bytes: each row holds every (low, high) nibble pair of 16 codes,
-    shifted per row so each code lands in every nibble position of a 32-bit word."""
-    codes = torch.arange(16, dtype=torch.uint8)
-    out = []
-    for r in range(rows):
-        lo = codes.roll(r)
-        hi = codes.roll(r + 5)
-        pairs = torch.cat([lo | (hi << 4), hi | (lo << 4)])
-        out.append(pairs)
-    return torch.stack(out)
-
-
-def _dequant_words(q: torch.Tensor, s: torch.Tensor, full: bool) -> torch.Tensor:
-    rows, cols = q.shape[0], q.shape[1] * 2
-    out = torch.empty(rows, cols)
-    dequant_words_kernel[(1,)](q, s, out, rows, cols, full)
-    return out
-
-
-def test_word_upcast_matches_dequantizer_every_code_and_scale():
-    q = _all_codes(len(SCALES))
-    s = torch.tensor(SCALES, dtype=torch.uint8)[:, None].expand(-1, 2).contiguous()
-    ref = dequantize_mxfp4(q, s, dtype=torch.float32)
-    got = _dequant_words(q, s, full=True)
-    torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
-    fast = torch.tensor(SCALES) <= FAST_SCALE_MAX
-    got_fast = _dequant_words(q, s, full=False)
-    torch.testing.assert_close(got_fast[fast], ref[fast], rtol=0, atol=0)
-    # Past the limit the one-multiply form is wrong: that is why prepare_weights checks.
-    assert not torch.equal(got_fast[~fast].nan_to_num(), ref[~fast].nan_to_num())
 
 
 def test_prepare_weights_flags():
-    _, w13, s13, w2, s2, _, _ = _make_case(1, 4, 64, 64, 2, torch.bfloat16, seed=3)
-    assert prepare_weights(w13, s13, w2, s2) == MoEWeightLayout(fast_scales=True, words=True)
+    _, w, _, _ = _make_case(1, 4, 64, 64, 2, torch.bfloat16, seed=3)
+    w13, s13, w2, s2 = w.w13, w.w13_scale, w.w2, w.w2_scale
+    assert prepare_weights(w) == MoEWeightLayout(fast_scales=True, words=True)
     big = s2.clone()
     big[1, 2, 0] = FAST_SCALE_MAX + 1
-    assert not prepare_weights(w13, s13, w2, big).fast_scales
+    assert not prepare_weights(MoEWeights(w13, s13, w2, big)).fast_scales
     nan = s13.clone()
     nan[0, 0, 0] = 255
-    assert not prepare_weights(w13, nan, w2, s2).fast_scales
+    assert not prepare_weights(MoEWeights(w13, nan, w2, s2)).fast_scales
     # A view starting 2 bytes in cannot be read as aligned int32 words.
     odd = torch.zeros(w2.numel() + 2, dtype=torch.uint8)[2:].view(w2.shape)
-    assert not prepare_weights(w13, s13, odd, s2).words
+    assert not prepare_weights(MoEWeights(w13, s13, odd, s2)).words
     with pytest.raises(ValueError, match="uint8"):
-        prepare_weights(w13, s13.float(), w2, s2)
+        prepare_weights(MoEWeights(w13, s13.float(), w2, s2))
 
 
 @pytest.mark.parametrize("weight_scale", [0.1, 3000.0], ids=["fast_scales", "full_range"])
@@ -74,9 +36,10 @@ def test_fused_moe_with_layout_matches_reference(weight_scale):
     # Rescale the weights (re-quantized) so the scales fall on either side of the fast limit.
     from sgl_kernel_rocm.mx import quantize_mxfp4
 
-    case[1], case[2] = quantize_mxfp4(torch.randn(e, 2 * i, h, generator=gen) * weight_scale)
-    case[3], case[4] = quantize_mxfp4(torch.randn(e, h, i, generator=gen) * 0.1)
-    layout = prepare_weights(case[1], case[2], case[3], case[4])
+    w13, s13 = quantize_mxfp4(torch.randn(e, 2 * i, h, generator=gen) * weight_scale)
+    w2, s2 = quantize_mxfp4(torch.randn(e, h, i, generator=gen) * 0.1)
+    case[1] = MoEWeights(w13, s13, w2, s2)
+    layout = prepare_weights(case[1])
     assert layout.fast_scales == (weight_scale < 1)
     ref = fused_moe_mxfp4(*case, backend="torch")
     out = fused_moe_mxfp4(*case, backend="triton", path="unpack", layout=layout)
@@ -96,20 +59,23 @@ def test_bf16_weight_baseline_matches_reference():
     x, *_, tw, ti = _make_case(t, e, h, i, k, torch.float32, masked=2, seed=5)
     w13 = (torch.randn(e, 2 * i, h, generator=gen) * 0.1).to(torch.bfloat16)
     w2 = (torch.randn(e, h, i, generator=gen) * 0.1).to(torch.bfloat16)
+    w = MoEWeights.dense(w13, w2)
     shared = torch.randn(t, h, generator=gen)
-    out = fused_moe_bf16(x, w13, w2, tw, ti, backend="triton", shared_output=shared)
-    ref = fused_moe_bf16(x, w13, w2, tw, ti, backend="torch", shared_output=shared)
+    out = fused_moe_bf16(x, w, tw, ti, backend="triton", shared_output=shared)
+    ref = fused_moe_bf16(x, w, tw, ti, backend="torch", shared_output=shared)
     scale = ref.abs().max().item()
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5 * scale)
     with pytest.raises(ValueError, match="bf16 or fp16"):
-        fused_moe_bf16(x, w13.float(), w2, tw, ti)
+        fused_moe_bf16(x, MoEWeights.dense(w13.float(), w2), tw, ti)
+    with pytest.raises(ValueError, match="dense"):
+        fused_moe_bf16(x, _make_case(t, e, h, i, k, torch.float32, seed=5)[1], tw, ti)
 
 
 def test_dot_scaled_with_layout_matches_reference():
     # W4A16 dot_scaled with a layout takes fast_math (no NaN scales, checked at load).
     t, e, h, i, k = 5, 4, 64, 64, 2
     case = _make_case(t, e, h, i, k, torch.bfloat16, seed=8)
-    layout = prepare_weights(*case[1:5])
+    layout = prepare_weights(case[1])
     assert layout.fast_scales
     out = fused_moe_mxfp4(*case, backend="triton", path="dot_scaled", layout=layout)
     ref = fused_moe_mxfp4(*case, backend="torch")

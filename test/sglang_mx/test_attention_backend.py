@@ -222,21 +222,11 @@ PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "def fibonacci(n):"]
 
 
 def _greedy_tokens(base_url: str) -> list[list[int]]:
-    import httpx
+    from sglang_mx.testing.served_distribution import greedy_generate
 
     outs = []
     for prompt in PROMPTS:
-        r = httpx.post(
-            f"{base_url}/generate",
-            json={
-                "text": prompt,
-                "sampling_params": {"temperature": 0, "max_new_tokens": 16},
-                "return_logprob": True,
-            },
-            timeout=120,
-        )
-        r.raise_for_status()
-        meta = r.json()["meta_info"]
+        meta = greedy_generate(base_url, 16, 120, text=prompt, return_logprob=True)["meta_info"]
         outs.append([tok[1] for tok in meta["output_token_logprobs"]])
     return outs
 

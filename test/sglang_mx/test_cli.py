@@ -58,17 +58,19 @@ def test_info_json_reports_plugin_and_kernels():
 
 
 MOE_ROW = "MXFP4 MoE experts (quant_method mxfp4/quark)"
-# What runs the experts on this CPU box for each SGLANG_MX_MOE_BACKEND: the mx_cpu platform has
-# no SGLang MXFP4 MoE to defer to, so "sglang" still runs ours (auto: the torch reference).
-CPU_MOE = {
-    "auto": "torch reference",
-    "torch": "torch reference",
-    "triton": "Triton fused MoE (Triton interpreter)",
-    "sglang": "torch reference",
+GPU_TRITON = "Triton fused MoE, dot_scaled for bf16/fp16 activations, unpack for fp32"
+# What runs the experts for each SGLANG_MX_MOE_BACKEND: (on this CPU box, on a GPU node). The
+# mx_cpu platform has no SGLang MXFP4 MoE to defer to, so "sglang" still runs ours on the CPU
+# (auto: the torch reference).
+MOE_PATHS = {
+    "auto": ("torch reference", GPU_TRITON),
+    "torch": ("torch reference", "torch reference"),
+    "triton": ("Triton fused MoE (Triton interpreter)", GPU_TRITON),
+    "sglang": ("torch reference", "SGLang's own MXFP4 MoE method"),
 }
 
 
-@pytest.mark.parametrize("backend", sorted(CPU_MOE))
+@pytest.mark.parametrize("backend", sorted(MOE_PATHS))
 def test_info_reports_the_moe_path_that_dispatches(backend, monkeypatch):
     from sgl_kernel_rocm.moe import resolve_backend
     from sglang_mx.quant.moe_method import MxFp4MoEMethod
@@ -77,7 +79,7 @@ def test_info_reports_the_moe_path_that_dispatches(backend, monkeypatch):
 
     monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
     reported = kernel_paths()[MOE_ROW]
-    assert reported.startswith(CPU_MOE[backend]), reported
+    assert reported.startswith(MOE_PATHS[backend][0]), reported
     # The MoE method the server builds asks for the backend that the report describes.
     method = MxFp4MoEMethod(MxScheme("mxfp4", "none"))
     ran = resolve_backend(method.kernel_backend, "cpu")
@@ -93,22 +95,14 @@ def test_info_cli_with_sglang_moe_backend_on_cpu():
 
 
 # A GPU node cannot be had here: its one input, whether a GPU is visible, is faked (named).
-GPU_MOE = {
-    "auto": "Triton fused MoE, dot_scaled for bf16/fp16 activations, unpack for fp32",
-    "torch": "torch reference",
-    "triton": "Triton fused MoE, dot_scaled for bf16/fp16 activations, unpack for fp32",
-    "sglang": "SGLang's own MXFP4 MoE method",
-}
-
-
-@pytest.mark.parametrize("backend", sorted(GPU_MOE))
+@pytest.mark.parametrize("backend", sorted(MOE_PATHS))
 def test_moe_dispatch_on_a_gpu_node(backend, monkeypatch):
     from sglang_mx import env as env_mod
     from sglang_mx.quant.moe_dispatch import describe_moe, moe_dispatch
 
     monkeypatch.setattr(env_mod._Env, "gpu_visible", lambda self: True)  # fake GPU
     monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
-    assert describe_moe("cuda", "gfx950").startswith(GPU_MOE[backend])
+    assert describe_moe("cuda", "gfx950").startswith(MOE_PATHS[backend][1])
     # The plugin routes SGLang's MXFP4 MoE layers to us exactly when the report says ours runs.
     assert (moe_dispatch().owner == "sglang") == (backend == "sglang")
 

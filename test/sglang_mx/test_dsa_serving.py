@@ -33,42 +33,13 @@ import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
 from sglang_mx.testing.hf_reference import greedy, load_hf, token_logprobs
+from sglang_mx.testing.serve_probe import CHUNK, SHORT_PROMPTS, long_ids
+from sglang_mx.testing.served_distribution import greedy_generate
 from sglang_mx.testing.server import start_server
 
 pytestmark = pytest.mark.server
 
-CHUNK = 256
 TOPK_DUMP_ENV = "SGLANG_MX_DSA_TOPK_DUMP"
-SHORT_PROMPTS = [
-    "import os\nimport sys\n\n\ndef main(",
-    "class Config:\n    def __init__(self, path",
-    '"""Utilities for reading and writing files."""\n\nfrom __future__ import',
-]
-# Source text in the style of the corpus (not copied from it): long prompts are repeats of it.
-LONG_TEXT = '''def _check_arg_types(funcname, *args):
-    hasstr = hasbytes = False
-    for s in args:
-        if isinstance(s, str):
-            hasstr = True
-        elif isinstance(s, bytes):
-            hasbytes = True
-        else:
-            raise TypeError(f"{funcname}() argument must be str or bytes, not {type(s)}")
-    if hasstr and hasbytes:
-        raise TypeError("Can't mix strings and bytes in path components") from None
-
-
-class Window:
-    """A sliding window over a sequence of items."""
-
-    def __init__(self, items, size=8):
-        self.items = list(items)
-        self.size = size
-
-    def __iter__(self):
-        for start in range(0, max(len(self.items) - self.size + 1, 1)):
-            yield self.items[start : start + self.size]
-'''
 
 
 @pytest.fixture(scope="module")
@@ -105,21 +76,7 @@ def server(model_dir, dump_dir):
 
 
 def generate(url: str, ids: list[int], max_new_tokens: int, **extra) -> dict:
-    body = {
-        "input_ids": ids,
-        "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0},
-        **extra,
-    }
-    r = httpx.post(f"{url}/generate", json=body, timeout=600)
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def long_ids(tokenizer, n: int) -> list[int]:
-    ids: list[int] = []
-    while len(ids) < n:
-        ids += tokenizer(LONG_TEXT)["input_ids"]
-    return ids[:n]
+    return greedy_generate(url, max_new_tokens, input_ids=ids, **extra)
 
 
 def served_rows(dump_dir) -> dict[int, dict[int, torch.Tensor]]:

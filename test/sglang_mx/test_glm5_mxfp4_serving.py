@@ -29,10 +29,10 @@ from sglang_mx.cli.main import main
 from sglang_mx.testing.corpus import held_out_ids as corpus_ids
 from sglang_mx.testing.hf_reference import load_hf
 from sglang_mx.testing.served_distribution import (
+    check_mxfp4_log,
     held_out_prompt_ids,
-    kl_and_top1,
     reference_logprobs,
-    served_logprobs,
+    served_kl_top1,
 )
 from sglang_mx.testing.server import start_server
 
@@ -92,12 +92,9 @@ def test_glm5_mxfp4_served_close_to_bf16(mxfp4_server, held_out_ids, bf16_logpro
     handle, name, mode, linears, max_kl, min_top1 = mxfp4_server
     log = handle.log_path.read_text(errors="replace")
     assert "'attention_backend': 'mx_dsa'" in log
-    assert log.count("sglang_mx: MXFP4 experts") == 3
-    assert log.count("sglang_mx: MXFP4 linear") == linears
-    assert all(mode in line for line in log.splitlines() if "sglang_mx: MXFP4 " in line)
+    check_mxfp4_log(log, mode, linears)
 
-    served = served_logprobs(handle.base_url, held_out_ids, VOCAB)
-    kl, top1 = kl_and_top1(bf16_logprobs, served)
+    kl, top1 = served_kl_top1(handle.base_url, held_out_ids, bf16_logprobs, VOCAB)
     assert kl < max_kl, (name, kl, top1)
     assert top1 > min_top1, (name, kl, top1)
 

@@ -10,10 +10,10 @@ from sglang_mx.assets import bundled_model_path
 from sglang_mx.cli.main import main
 from sglang_mx.testing.hf_reference import load_hf
 from sglang_mx.testing.served_distribution import (
+    check_mxfp4_log,
     held_out_prompt_ids,
-    kl_and_top1,
     reference_logprobs,
-    served_logprobs,
+    served_kl_top1,
 )
 from sglang_mx.testing.server import start_server
 
@@ -53,12 +53,9 @@ def test_quark_served_close_to_bf16(quark_server, held_out_ids, bf16_logprobs):
     handle, act, linears = quark_server
     log = handle.log_path.read_text(errors="replace")
     mode = "W4A4" if act == "mxfp4" else "W4A16"
-    assert log.count("sglang_mx: MXFP4 experts") == 3
-    assert log.count("sglang_mx: MXFP4 linear") == linears
-    assert all(mode in line for line in log.splitlines() if "sglang_mx: MXFP4 " in line)
+    check_mxfp4_log(log, mode, linears)
 
-    served = served_logprobs(handle.base_url, held_out_ids, VOCAB)
-    kl, top1 = kl_and_top1(bf16_logprobs, served)
+    kl, top1 = served_kl_top1(handle.base_url, held_out_ids, bf16_logprobs, VOCAB)
     # Measured 2026-11-30 on this CPU (served bf16 activations vs the fp32 bf16 model, 167
     # tokens): full layout W4A4 mean KL 0.041, top-1 0.826; experts-only W4A16 0.0067, 0.910. The
     # bounds (~3.5x the KL, ~1.7x the disagreement) leave room for bf16 drift and another

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
+from sglang_mx.testing.hf_reference import quality_context
 
 ROOT = Path(__file__).parents[2]
 RECORD = ROOT / "docs/results/tiny_glm5_ppl_by_position.json"
@@ -28,16 +29,6 @@ KINDS = ("glm5-bf16", "glm5-mxfp4")
 @pytest.fixture(scope="module")
 def record() -> dict:
     return json.loads(RECORD.read_text())
-
-
-def quality_context(bands: list[dict], factor: float) -> int:
-    first = bands[0]["perplexity"]
-    end = bands[0]["band"][1]
-    for b in bands[1:]:
-        if b["perplexity"] > factor * first:
-            break
-        end = b["band"][1]
-    return end
 
 
 def measured_context(record: dict) -> int:

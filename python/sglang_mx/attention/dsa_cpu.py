@@ -1,6 +1,7 @@
 """What SGLang 0.5.23 lacks to serve a DSA model (GLM-5, DeepSeek-V3.2) on a CPU box: three
 hooks on its argument resolution and RoPE factory (`register()`, called by the plugin when our
-CPU platform is wanted). Each says why."""
+CPU platform is wanted, and on the mx_cuda platform, where only the KV-dtype rule applies: the
+other two act on a CPU device only). Each says why."""
 
 from __future__ import annotations
 
@@ -26,15 +27,23 @@ def _no_cuda_capability(original, server_args, *args, **kwargs):
     import torch
     from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
 
-    if torch.cuda.is_available():
+    from sglang_mx.env import ENV
+
+    on_gpu = torch.cuda.is_available()
+    if on_gpu and not ENV.cuda_native_wanted():
         return original(server_args, *args, **kwargs)
     kv_auto = resolving_view(server_args).kv_cache_dtype == "auto"
-    probe = torch.cuda.get_device_capability
-    torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
-    try:
+    if on_gpu:
+        # mx_cuda: the real capability, and the same "auto" latent dtype as on a CPU box (mx_dsa
+        # reads any float latent; the bf16 rule is for SGLang's GPU MLA kernels).
         result = original(server_args, *args, **kwargs)
-    finally:
-        torch.cuda.get_device_capability = probe
+    else:
+        probe = torch.cuda.get_device_capability
+        torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
+        try:
+            result = original(server_args, *args, **kwargs)
+        finally:
+            torch.cuda.get_device_capability = probe
     if kv_auto and resolving_view(server_args).kv_cache_dtype != "auto":
         declare_resolution(server_args, "sglang_mx_cpu_kv_dtype", kv_cache_dtype="auto")
     return result
@@ -67,21 +76,27 @@ def _rope_cpu_any_type(
     return factory.get_rope(*common, partial_rotary_factor)
 
 
-def wants_mx_dsa(server_args: Any) -> bool:
-    """True for a local DSA checkpoint: SGLang's own `is_deepseek_dsa` on its config.json (read
-    directly: building SGLang's ModelConfig here would memoize it before argument resolution
-    ends)."""
+def is_dsa_checkpoint(model_path: Any) -> bool:
+    """A local checkpoint SGLang would serve with DSA: SGLang's own `is_deepseek_dsa` on its
+    config.json (read directly: building SGLang's ModelConfig here would memoize it before
+    argument resolution ends)."""
     import json
     from pathlib import Path
 
-    from sglang.srt.arg_groups.overrides import resolving_view
     from sglang.srt.configs.model_config import is_deepseek_dsa
 
-    config = Path(str(resolving_view(server_args).model_path)) / "config.json"
+    config = Path(str(model_path)) / "config.json"
     try:
         return bool(is_deepseek_dsa(json.loads(config.read_text())))
     except (OSError, ValueError):
         return False  # not a local checkpoint: SGLang reports what it cannot load
+
+
+def wants_mx_dsa(server_args: Any) -> bool:
+    """True for a local DSA checkpoint (`is_dsa_checkpoint`)."""
+    from sglang.srt.arg_groups.overrides import resolving_view
+
+    return is_dsa_checkpoint(resolving_view(server_args).model_path)
 
 
 def _dsa_backend_first(original, server_args: Any, *args, **kwargs):

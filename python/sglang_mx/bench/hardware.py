@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from sglang_mx.bench.tables import load_records
 
 DATA_DIR = Path(__file__).parent / "data"
 # Narrow -> wide: a GPU without native units for a dtype runs it at the next wider dtype's rate.
@@ -43,12 +44,7 @@ class Hardware:
 
 @cache
 def hardware_table(path: str | None = None) -> dict[str, Hardware]:
-    raw = json.loads(Path(path or DATA_DIR / "hardware.json").read_text())
-    return {
-        name: Hardware(name=name, **fields)
-        for name, fields in raw.items()
-        if not name.startswith("_")
-    }
+    return load_records(path or DATA_DIR / "hardware.json", Hardware)
 
 
 def get_hardware(name: str) -> Hardware:

@@ -131,13 +131,20 @@ def plot(result: dict, outdir: Path) -> list[Path]:
     return paths
 
 
-def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
-    outdir = Path(outdir)
+def write_files(
+    result: dict, outdir: Path, names: tuple[str, str], render, plotter, plots: bool
+) -> dict[str, Path]:
+    """`result` as JSON and as the markdown `render` makes, under the (json, markdown) `names`,
+    plus `plotter`'s PNGs when `plots`; the paths by kind (json, markdown, each plot's stem)."""
     outdir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": outdir / "result.json", "markdown": outdir / "report.md"}
+    paths = {"json": outdir / names[0], "markdown": outdir / names[1]}
     paths["json"].write_text(json.dumps(result, indent=1, default=str))
-    paths["markdown"].write_text(markdown(result))
+    paths["markdown"].write_text(render(result))
     if plots:
-        for p in plot(result, outdir):
+        for p in plotter(result, outdir):
             paths[p.stem] = p
     return paths
+
+
+def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+    return write_files(result, Path(outdir), ("result.json", "report.md"), markdown, plot, plots)

@@ -13,6 +13,8 @@ from sglang_mx.bench.hardware import Hardware
 from sglang_mx.bench.layout import Layout
 from sglang_mx.bench.modelspec import ModelSpec
 
+DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}  # bytes per dense weight or KV element
+
 
 @dataclass(frozen=True)
 class Precision:
@@ -23,6 +25,21 @@ class Precision:
     expert_dtype: str = "fp4"  # compute dtype of expert GEMMs (w4a4 on CDNA4/Blackwell)
     dense_dtype: str = "bf16"
     attn_dtype: str = "bf16"
+
+    @classmethod
+    def from_dtypes(
+        cls, expert_bits: float, expert: str, dense: str, kv: str, attn: str | None = None
+    ) -> Precision:
+        """Bytes per dense weight and KV element from their dtype names (DTYPE_BYTES); the
+        attention computes in the dense dtype unless `attn` says otherwise."""
+        return cls(
+            expert_bits=expert_bits,
+            dense_bytes=DTYPE_BYTES[dense],
+            kv_bytes=DTYPE_BYTES[kv],
+            expert_dtype=expert,
+            dense_dtype=dense,
+            attn_dtype=attn or dense,
+        )
 
 
 @dataclass(frozen=True)

@@ -6,21 +6,23 @@ from __future__ import annotations
 import argparse
 import json
 
-DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}
+from sglang_mx.bench.roofline import DTYPE_BYTES, Precision
+
+
+def add_precision_args(p: argparse.ArgumentParser) -> None:
+    """The precision flags `precision_from_args` reads, plus --reserve (HBM kept back)."""
+    p.add_argument("--expert-bits", type=float, default=4.25, help="4.25 = MXFP4 with scales")
+    p.add_argument("--expert-dtype", default="fp4", choices=("fp4", "fp8", "bf16"))
+    p.add_argument("--dense-dtype", default="bf16", choices=tuple(DTYPE_BYTES))
+    p.add_argument("--kv-dtype", default="fp8", choices=tuple(DTYPE_BYTES))
+    p.add_argument("--reserve", type=float, default=0.10, help="HBM share kept for activations")
 
 
 def precision_from_args(args: argparse.Namespace):
     """The roofline's Precision from the shared --expert-bits/--expert-dtype/--dense-dtype/
     --kv-dtype flags (also used by `sglang-mx plan`)."""
-    from sglang_mx.bench.roofline import Precision
-
-    return Precision(
-        expert_bits=args.expert_bits,
-        dense_bytes=DTYPE_BYTES[args.dense_dtype],
-        kv_bytes=DTYPE_BYTES[args.kv_dtype],
-        expert_dtype=args.expert_dtype,
-        dense_dtype=args.dense_dtype,
-        attn_dtype=args.dense_dtype,
+    return Precision.from_dtypes(
+        args.expert_bits, args.expert_dtype, args.dense_dtype, args.kv_dtype
     )
 
 
@@ -111,11 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-len", type=int, default=1000)
     p.add_argument("--hit-rate", type=float, default=0.6)
     p.add_argument("--concurrency", type=int, help="in-flight requests (default: what KV fits)")
-    p.add_argument("--expert-bits", type=float, default=4.25, help="4.25 = MXFP4 with scales")
-    p.add_argument("--expert-dtype", default="fp4", choices=("fp4", "fp8", "bf16"))
-    p.add_argument("--dense-dtype", default="bf16", choices=tuple(DTYPE_BYTES))
-    p.add_argument("--kv-dtype", default="fp8", choices=tuple(DTYPE_BYTES))
-    p.add_argument("--reserve", type=float, default=0.10, help="HBM share kept for activations")
+    add_precision_args(p)
     p.add_argument("--measured", type=float, help="measured output tok/s per node")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run)

@@ -20,9 +20,14 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def host_cpu() -> str:
+    """This host as a result file names it, e.g. "2-core x86_64 CPU (<model name>), no GPU"."""
+    return f"{os.cpu_count()}-core {platform.machine()} CPU ({cpu_model()}), no GPU"
+
+
 def stamp(hardware: str | None = None, config: dict | None = None) -> dict:
     """`hardware` names the accelerator under test (e.g. "8x MI355X"); default: this host's CPU."""
-    host = f"{os.cpu_count()}-core {platform.machine()} CPU ({cpu_model()}), no GPU"
+    host = host_cpu()
     return {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "hardware": hardware or host,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
+
+from sglang_mx.bench.tables import Overridable
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class LengthDist:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
+class WorkloadSpec(Overridable):
     """One workload. `turns` > 1 makes growing multi-turn sessions whose earlier turns are the
     cached part; `prefix_groups` shared prefixes (system prompt + documents) are shared across
     sessions. In session mode `input_len` is each session's mean prompt length."""
@@ -80,11 +82,15 @@ class WorkloadSpec:
         if self.turns < 1 or self.prefix_groups < 1 or self.num_requests < 1:
             raise ValueError("turns, prefix_groups and num_requests must be >= 1")
 
-    def with_overrides(self, **kwargs) -> WorkloadSpec:
-        return replace(self, **{k: v for k, v in kwargs.items() if v is not None})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    @classmethod
+    def fixed(cls, name: str, input_len: int, output_len: int, **fields) -> WorkloadSpec:
+        """A workload whose every request has the same prompt and output lengths."""
+        return cls(
+            name=name,
+            input_len=LengthDist("fixed", input_len),
+            output_len=LengthDist("fixed", output_len),
+            **fields,
+        )
 
     @classmethod
     def from_dict(cls, d: dict) -> WorkloadSpec:
@@ -95,50 +101,32 @@ class WorkloadSpec:
         return cls(**d)
 
 
-PRESETS: dict[str, WorkloadSpec] = {
+# name, input tokens, output tokens, session turns, shared prefixes, requests, requests/s; every
+# preset has fixed lengths and 60% of its prompt tokens cached.
+_PRESET_ROWS = [
     # The public GLM-5.2 / 8x MI355X workload: 20k in, 1k out, 60% of prompt tokens cached.
-    "production-20k-1k-60": WorkloadSpec(
-        name="production-20k-1k-60",
-        input_len=LengthDist("fixed", 20000),
-        output_len=LengthDist("fixed", 1000),
-        hit_rate=0.6,
-        prefix_groups=8,
-        num_requests=240,
-        rate=2.4,
-    ),
+    ("production-20k-1k-60", 20000, 1000, 1, 8, 240, 2.4),
     # Same token mix reached through 3-turn agent sessions instead of shared documents.
-    "agentic-20k-1k-60": WorkloadSpec(
-        name="agentic-20k-1k-60",
-        input_len=LengthDist("fixed", 20000),
-        output_len=LengthDist("fixed", 1000),
-        hit_rate=0.6,
-        turns=3,
-        prefix_groups=8,
-        num_requests=240,
-        rate=2.4,
-    ),
+    ("agentic-20k-1k-60", 20000, 1000, 3, 8, 240, 2.4),
     # production-20k-1k-60's shape (20:1 input:output tokens, 60% of prompt tokens cached, 8
     # shared prefixes, 2.4 req/s) at the bundled GLM-5 model's 512-token context
     # (docs/tiny-model.md): the production-shaped workload on a CPU box in about a minute.
-    "production-480-24-60": WorkloadSpec(
-        name="production-480-24-60",
-        input_len=LengthDist("fixed", 480),
-        output_len=LengthDist("fixed", 24),
-        hit_rate=0.6,
-        prefix_groups=8,
-        num_requests=48,
-        rate=2.4,
-    ),
+    ("production-480-24-60", 480, 24, 1, 8, 48, 2.4),
     # CPU scale for the bundled toy model.
-    "cpu-2k-32-60": WorkloadSpec(
-        name="cpu-2k-32-60",
-        input_len=LengthDist("fixed", 2048),
-        output_len=LengthDist("fixed", 32),
+    ("cpu-2k-32-60", 2048, 32, 1, 4, 24, 2.0),
+]
+PRESETS: dict[str, WorkloadSpec] = {
+    name: WorkloadSpec.fixed(
+        name,
+        tokens_in,
+        tokens_out,
         hit_rate=0.6,
-        prefix_groups=4,
-        num_requests=24,
-        rate=2.0,
-    ),
+        turns=turns,
+        prefix_groups=groups,
+        num_requests=requests,
+        rate=rate,
+    )
+    for name, tokens_in, tokens_out, turns, groups, requests, rate in _PRESET_ROWS
 }
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+from sglang_mx.bench.workload import WorkloadSpec
 from sglang_mx.plan.stepcost import LinearStepCost
 
 PREFILL_LENS = (32, 128, 256)
@@ -34,10 +34,10 @@ class Calibration:
 
 
 def prefill_spec(length: int, seed: int) -> WorkloadSpec:
-    return WorkloadSpec(
-        name=f"calibrate-prefill-{length}",
-        input_len=LengthDist("fixed", length),
-        output_len=LengthDist("fixed", 2),
+    return WorkloadSpec.fixed(
+        f"calibrate-prefill-{length}",
+        length,
+        2,
         hit_rate=0.0,
         prefix_groups=1,
         num_requests=2,
@@ -49,10 +49,10 @@ def prefill_spec(length: int, seed: int) -> WorkloadSpec:
 
 
 def decode_spec(batch: int, seed: int) -> WorkloadSpec:
-    return WorkloadSpec(
-        name=f"calibrate-decode-{batch}",
-        input_len=LengthDist("fixed", DECODE_PROMPT),
-        output_len=LengthDist("fixed", DECODE_OUT),
+    return WorkloadSpec.fixed(
+        f"calibrate-decode-{batch}",
+        DECODE_PROMPT,
+        DECODE_OUT,
         hit_rate=0.0,
         prefix_groups=1,
         num_requests=batch,

@@ -8,7 +8,7 @@ import argparse
 import re
 import sys
 
-from sglang_mx.bench.roofline_cli import DTYPE_BYTES
+from sglang_mx.bench.roofline_cli import add_precision_args
 
 _SHORT = re.compile(r"^(\d+(?:\.\d+)?)k-(\d+(?:\.\d+)?)k-(\d+)$")
 
@@ -180,11 +180,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sglang-mx-sm90-measured | production-assumed | ideal",
     )
     p.add_argument("--link", default="auto", help="auto (by hardware), none, or a links.json key")
-    p.add_argument("--expert-bits", type=float, default=4.25, help="4.25 = MXFP4 with scales")
-    p.add_argument("--expert-dtype", default="fp4", choices=("fp4", "fp8", "bf16"))
-    p.add_argument("--dense-dtype", default="bf16", choices=tuple(DTYPE_BYTES))
-    p.add_argument("--kv-dtype", default="fp8", choices=tuple(DTYPE_BYTES))
-    p.add_argument("--reserve", type=float, default=0.10, help="HBM share kept for activations")
+    add_precision_args(p)
     p.add_argument("--chunked-prefill-size", type=int, help="default: SGLang's for the GPU")
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--schedule-policy", choices=("lpm", "fcfs"))

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
+
+from sglang_mx.bench.tables import Overridable
 
 # srt/managers/schedule_policy.py: LPM falls back to FCFS above this many waiting requests.
 WAITING_QUEUE_PREFIX_MATCH_MAX = 128
@@ -19,7 +21,7 @@ RETRACT_DECODE_STEPS = 20
 
 
 @dataclass(frozen=True)
-class SchedulerConfig:
+class SchedulerConfig(Overridable):
     """One scheduler (one DP rank or one engine). `max_total_tokens` is its KV pool in tokens."""
 
     max_total_tokens: int
@@ -56,12 +58,6 @@ class SchedulerConfig:
     @property
     def new_token_ratio_decay(self) -> float:
         return (self.init_new_token_ratio - self.min_new_token_ratio) / NEW_TOKEN_RATIO_DECAY_STEPS
-
-    def with_overrides(self, **kw) -> SchedulerConfig:
-        return replace(self, **{k: v for k, v in kw.items() if v is not None})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     @classmethod
     def from_server_info(cls, info: dict) -> SchedulerConfig:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from sglang_mx.bench.tables import load_records, lookup
+
 DATA = Path(__file__).parent / "data" / "efficiency.json"
 H200_DATASHEET_GB_S = 4800.0
 
@@ -36,15 +38,11 @@ class Efficiency:
 
 @cache
 def profiles() -> dict[str, Efficiency]:
-    raw = json.loads(DATA.read_text())
-    return {k: Efficiency(name=k, **v) for k, v in raw.items() if not k.startswith("_")}
+    return load_records(DATA, Efficiency)
 
 
 def get_profile(name: str) -> Efficiency:
-    table = profiles()
-    if name not in table:
-        raise KeyError(f"unknown efficiency profile {name!r}; known: {', '.join(table)}")
-    return table[name]
+    return lookup(profiles(), name, "efficiency profile")
 
 
 def measured_fractions(gpu_check_json: str | Path) -> dict[str, float]:

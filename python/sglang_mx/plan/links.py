@@ -8,10 +8,11 @@ all-gather: 2 steps, 2(n-1)/n x B) is cheaper; all-gather / reduce-scatter: 1 st
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from sglang_mx.bench.tables import load_records, lookup
 
 DATA = Path(__file__).parent / "data" / "links.json"
 DEFAULT_LINK = {
@@ -40,15 +41,11 @@ class Link:
 
 @cache
 def link_table() -> dict[str, Link]:
-    raw = json.loads(DATA.read_text())
-    return {k: Link(name=k, **v) for k, v in raw.items() if not k.startswith("_")}
+    return load_records(DATA, Link)
 
 
 def get_link(name: str) -> Link:
-    table = link_table()
-    if name not in table:
-        raise KeyError(f"unknown link {name!r}; known: {', '.join(table)}")
-    return table[name]
+    return lookup(link_table(), name, "link")
 
 
 def link_for(hardware: str) -> Link:

@@ -18,7 +18,7 @@ from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.modelspec import from_hf_config, load_model
 from sglang_mx.bench.roofline import Precision
 from sglang_mx.bench.stamp import stamp
-from sglang_mx.bench.workload import LengthDist, WorkloadSpec, get_preset
+from sglang_mx.bench.workload import WorkloadSpec, get_preset
 from sglang_mx.plan.efficiency import get_profile
 from sglang_mx.plan.layouts import parse_plan_layout
 from sglang_mx.plan.links import link_for
@@ -122,21 +122,8 @@ def case1(n: int) -> dict:
 def case2(n: int) -> dict:
     """GLM-5.2 FP8, 8x MI355X TP8, bf16 KV, 1k/1k: TPOT 12.5 ms at c=1; 30.0 ms, 2,074 out
     tok/s at c=64 (ROCm/ATOM recipes/GLM-5.md)."""
-    prec = Precision(
-        expert_bits=8.03,
-        dense_bytes=1.0,
-        kv_bytes=2.0,
-        expert_dtype="fp8",
-        dense_dtype="fp8",
-        attn_dtype="bf16",
-    )
-    spec = WorkloadSpec(
-        name="1k-1k-0",
-        input_len=LengthDist("fixed", 1024),
-        output_len=LengthDist("fixed", 1024),
-        hit_rate=0.0,
-        num_requests=n,
-    )
+    prec = Precision.from_dtypes(8.03, expert="fp8", dense="fp8", kv="bf16", attn="bf16")
+    spec = WorkloadSpec.fixed("1k-1k-0", 1024, 1024, hit_rate=0.0, num_requests=n)
     pts = closed_loop(dep(load_model("glm-5.2"), "MI355X", "tp8", prec), spec, [1, 64])
     return {
         "published": {"c1_tpot_s": 0.0125, "c64_tpot_s": 0.030, "c64_output_tok_s": 2074},
@@ -147,13 +134,7 @@ def case2(n: int) -> dict:
 def case3(n: int) -> dict:
     """DeepSeek-R1-0528 MXFP4 + MTP, 4x MI355X TP4, 1k/1k: 314 / 1,747 / 3,113 tok/s per GPU
     at concurrency 4 / 64 / 256 (SemiAnalysisAI/InferenceX #1629)."""
-    spec = WorkloadSpec(
-        name="1k-1k-0",
-        input_len=LengthDist("fixed", 1024),
-        output_len=LengthDist("fixed", 1024),
-        hit_rate=0.0,
-        num_requests=n,
-    )
+    spec = WorkloadSpec.fixed("1k-1k-0", 1024, 1024, hit_rate=0.0, num_requests=n)
     d = dep(deepseek_r1(), "MI355X", "tp4", Precision(), mtp=True)
     return {
         "published": {"tok_s_per_gpu": {"4": 314, "64": 1747, "256": 3113}},

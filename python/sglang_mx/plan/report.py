@@ -149,15 +149,11 @@ def _plot_binding(result: dict, outdir: Path, plt) -> Path:
 
 def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
     from sglang_mx.bench.report import plot as bench_plot
+    from sglang_mx.bench.report import write_files
 
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": outdir / "plan.json", "markdown": outdir / "plan.md"}
-    paths["json"].write_text(json.dumps(result, indent=1, default=str))
-    paths["markdown"].write_text(markdown(result))
+    paths = write_files(result, outdir, ("plan.json", "plan.md"), markdown, plot, plots)
     if plots:
-        for p in plot(result, outdir):
-            paths[p.stem] = p
         for sw in result["sweeps"]:
             sub = outdir / sw["layout"].replace(":", "_").replace("+", "_")
             sub.mkdir(exist_ok=True)

@@ -25,7 +25,7 @@ from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
-from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+from sglang_mx.bench.workload import WorkloadSpec
 from sglang_mx.plan.calibrate import DECODE_BATCHES, PREFILL_LENS, decode_spec, fit, prefill_spec
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_rate
@@ -37,10 +37,10 @@ SLO_FACTOR = 4.0  # knee SLA: TTFT p95 = 4x the predicted TTFT p50 at the lowest
 
 
 def workload(num_requests: int) -> WorkloadSpec:
-    return WorkloadSpec(
-        name="cpu-validate-128-4-50",
-        input_len=LengthDist("fixed", 128),
-        output_len=LengthDist("fixed", 4),
+    return WorkloadSpec.fixed(
+        "cpu-validate-128-4-50",
+        128,
+        4,
         hit_rate=0.5,
         prefix_groups=2,
         num_requests=num_requests,

@@ -242,8 +242,9 @@ def _validate_before_load(loader, *args, **kwargs):
     if path and os.path.isdir(path):
         from sglang_mx.env import ENV
 
-        # Our platform serves every layer on a CPU box; on a GPU node only the routed experts.
-        validate_checkpoint(path, serves_linears=ENV.platform_wanted())
+        # Our platforms (mx_cpu, mx_cuda) serve every layer; SGLang's GPU platforms only the
+        # routed experts through us.
+        validate_checkpoint(path, serves_linears=ENV.serves_every_layer())
     return None
 
 

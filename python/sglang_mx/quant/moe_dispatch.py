@@ -21,11 +21,11 @@ def moe_dispatch() -> MoeDispatch:
     if ENV.disabled:
         return MoeDispatch("sglang", "", "SGLANG_MX_DISABLE=1: plain SGLang")
     backend = ENV.moe_backend
-    if backend == "sglang" and not ENV.platform_wanted():
+    if backend == "sglang" and not ENV.serves_every_layer():
         return MoeDispatch("sglang", "", "SGLANG_MX_MOE_BACKEND=sglang on a GPU node")
     if backend == "sglang":
-        # The mx_cpu platform has no SGLang MXFP4 MoE to defer to: our method serves the layer.
-        return MoeDispatch("sglang_mx", "auto", "SGLang has no CPU MXFP4 MoE; ours runs")
+        # Our platforms (mx_cpu, mx_cuda) have no SGLang MXFP4 MoE to defer to: ours serves.
+        return MoeDispatch("sglang_mx", "auto", "our platform has no SGLang MXFP4 MoE; ours runs")
     return MoeDispatch("sglang_mx", backend, f"SGLANG_MX_MOE_BACKEND={backend}")
 
 

@@ -79,24 +79,31 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
                     "or was not written as MXFP4"
                 )
         self.prepared = None
-        w13, w2 = layer.w13_weight, layer.w2_weight
         from sgl_kernel_rocm.moe import prepare_weights
 
+        weights = self._weights(layer)
         # What the Triton kernels may assume about these weights (one check at load, not per
         # call): int32 word loads and the one-multiply FP4 upcast when every scale allows it.
-        self.layout = prepare_weights(w13, layer.w13_weight_scale, w2, layer.w2_weight_scale)
-        dequantized_bytes = (w13.numel() + w2.numel()) * 2 * 4
+        self.layout = prepare_weights(weights)
+        dequantized_bytes = (weights.w13.numel() + weights.w2.numel()) * 2 * 4
         if (
-            w13.device.type == "cpu"
+            weights.w13.device.type == "cpu"
             and self.kernel_backend in ("auto", "torch")
             and dequantized_bytes <= PREPARE_LIMIT_BYTES
         ):
             from sgl_kernel_rocm.moe import prepare_reference_weights
 
             # CPU reference path: dequantize once at load instead of on every forward.
-            self.prepared = prepare_reference_weights(
-                w13, layer.w13_weight_scale, w2, layer.w2_weight_scale, dtype=torch.float32
-            )
+            self.prepared = prepare_reference_weights(weights, dtype=torch.float32)
+
+    @staticmethod
+    def _weights(layer: torch.nn.Module):
+        """The layer's expert parameters as the kernels take them (views, no copy)."""
+        from sgl_kernel_rocm.moe import MoEWeights
+
+        return MoEWeights(
+            layer.w13_weight, layer.w13_weight_scale, layer.w2_weight, layer.w2_weight_scale
+        )
 
     def create_moe_runner(self, layer: torch.nn.Module, moe_runner_config) -> None:
         self.moe_runner_config = moe_runner_config
@@ -122,10 +129,7 @@ class MxFp4MoEMethod(FusedMoEMethodBase):
             topk_weights = topk_weights * factor
         out = fused_moe_mxfp4(
             dispatch_output.hidden_states,
-            layer.w13_weight,
-            layer.w13_weight_scale,
-            layer.w2_weight,
-            layer.w2_weight_scale,
+            self._weights(layer),
             topk_weights,
             topk_ids,
             act_quant=self.scheme.act_quant,

@@ -49,13 +49,19 @@ def prepare_process() -> None:
     # run on a CPU through the interpreter; it is read when kernel modules are imported.
     os.environ.setdefault("TRITON_INTERPRET", "1")
     refresh_is_cpu_cache()
-    for name, folder in SHIMS.items():
-        shim = str(folder)
-        if shim in sys.path or importlib.util.find_spec(name) is not None:
-            # The real package, or the stand-in made venv-wide by sglang_mx.seam.venv_shims.
-            continue
-        sys.path.insert(0, shim)
-        # Spawned children get sys.path from multiprocessing; subprocesses from PYTHONPATH.
-        parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if shim not in parts:
-            os.environ["PYTHONPATH"] = os.pathsep.join([shim, *parts])
+    for name in SHIMS:
+        add_standin(name)
+
+
+def add_standin(name: str) -> None:
+    """Put our stand-in for package `name` on the path of this process and its children, unless
+    the real package or a stand-in can already be found."""
+    shim = str(SHIMS[name])
+    if shim in sys.path or importlib.util.find_spec(name) is not None:
+        # The real package, or the stand-in made venv-wide by sglang_mx.seam.venv_shims.
+        return
+    sys.path.insert(0, shim)
+    # Spawned children get sys.path from multiprocessing; subprocesses from PYTHONPATH.
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if shim not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([shim, *parts])

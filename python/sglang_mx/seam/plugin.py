@@ -2,10 +2,13 @@
 SGLang process: main, tokenizer, scheduler, detokenizer.
 
 Each hook into SGLang lives with its concern; `register()` only wires them, in this order:
-(1) a CPU-only box is made ready for SGLang's CPU engine (`cpu_setup`), (2) the request guards
-(`guards.hooks`), (3) on a CPU box, what DSA models need there (`attention.dsa_cpu`), (4) the
-`mx_triton` and `mx_dsa` attention backends, (5) the checkpoint check before SGLang loads
-weights (`checkpoint`), (6) on a GPU node, the MXFP4 MoE takeover (`quant.takeover`).
+(1) a CPU-only box is made ready for SGLang's CPU engine (`cpu_setup`), or a CUDA GPU without
+sgl_kernel for the `mx_cuda` platform (`cuda_setup`), (2) the request guards (`guards.hooks`),
+(3) on our platforms, what DSA models need there (`attention.dsa_cpu`) and, on mx_cuda, torch
+in place of two JIT CUDA kernels (`cuda_hooks`), (4) the `mx_triton` and
+`mx_dsa` attention backends, (5) the checkpoint check before SGLang loads weights
+(`checkpoint`), (6) on a GPU node with SGLang's in-tree platform, the MXFP4 MoE takeover
+(`quant.takeover`).
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ def register() -> None:
         return
     _registered = True
     cpu_box = ENV.platform_wanted()
+    cuda_native = not cpu_box and ENV.cuda_native_wanted()
     if cpu_box:
         from sglang_mx.seam import cpu_setup
 
         cpu_setup.prepare_process()
+    elif cuda_native:
+        from sglang_mx.seam import cuda_setup
+
+        cuda_setup.prepare_process()
     from sglang_mx.attention import dsa_cpu, registry
     from sglang_mx.guards import hooks as guard_hooks
     from sglang_mx.quant import checkpoint
@@ -34,11 +42,15 @@ def register() -> None:
     check_version()
     if ENV.guards:
         guard_hooks.register()
-    if cpu_box:
+    if cpu_box or cuda_native:
         dsa_cpu.register()
+    if cuda_native:
+        from sglang_mx.seam import cuda_hooks
+
+        cuda_hooks.register()
     registry.register()
     checkpoint.register_load_check()
-    if not cpu_box and moe_dispatch().owner == "sglang_mx":
+    if not (cpu_box or cuda_native) and moe_dispatch().owner == "sglang_mx":
         from sglang_mx.quant import takeover
 
         takeover.register()

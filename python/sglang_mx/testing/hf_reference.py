@@ -75,3 +75,15 @@ def perplexity(model, token_ids: list[int], window: int = 256, max_windows: int 
         total -= float(lp.sum())
         count += lp.numel()
     return float(torch.exp(torch.tensor(total / count)))
+
+
+def quality_context(bands: list[dict], factor: float) -> int:
+    """End of the longest run of position bands ({"band": [a, b], "perplexity": p}), from the
+    first, whose perplexity stays <= factor x the first band's: where a model's quality holds."""
+    first = bands[0]["perplexity"]
+    end = bands[0]["band"][1]
+    for b in bands[1:]:
+        if b["perplexity"] > factor * first:
+            break
+        end = b["band"][1]
+    return end

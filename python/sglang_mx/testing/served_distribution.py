@@ -1,5 +1,6 @@
 """A served model's full next-token distributions over a prompt, compared with a reference model's:
-the KL / top-1 check the quantized-checkpoint serving tests share (GLM-4.5 and GLM-5 tiny models).
+the KL / top-1 check the quantized-checkpoint serving tests share (GLM-4.5 and GLM-5 tiny models),
+and the log lines that say which MXFP4 paths served.
 """
 
 from __future__ import annotations
@@ -37,21 +38,21 @@ def reference_logprobs(model, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits, -1)[:-1]
 
 
+def greedy_generate(url: str, max_new_tokens: int, timeout: float = 600, **fields) -> dict:
+    """One temperature-0 SGLang /generate call; `fields` are the rest of the body (text or
+    input_ids, logprob options). A status other than 200 fails with the server's body."""
+    body = {**fields, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+    r = httpx.post(f"{url}/generate", json=body, timeout=timeout)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 def served_logprobs(url: str, ids: list[int], vocab: int) -> torch.Tensor:
     """The server's full next-token distributions over the prompt, [T-1, V]."""
-    r = httpx.post(
-        f"{url}/generate",
-        json={
-            "input_ids": ids,
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-            "return_logprob": True,
-            "logprob_start_len": 0,
-            "top_logprobs_num": vocab,
-        },
-        timeout=600,
+    out = greedy_generate(
+        url, 1, input_ids=ids, return_logprob=True, logprob_start_len=0, top_logprobs_num=vocab
     )
-    assert r.status_code == 200, r.text
-    rows = r.json()["meta_info"]["input_top_logprobs"][1:]
+    rows = out["meta_info"]["input_top_logprobs"][1:]
     out = torch.full((len(rows), vocab), float("-inf"), dtype=torch.float64)
     for i, row in enumerate(rows):
         for lp, token, _ in row:
@@ -65,3 +66,16 @@ def kl_and_top1(reference: torch.Tensor, served: torch.Tensor) -> tuple[float, f
     kl = (reference.exp() * (reference - served)).sum(-1)
     top1 = (reference.argmax(-1) == served.argmax(-1)).double().mean()
     return float(kl.mean()), float(top1)
+
+
+def check_mxfp4_log(log: str, mode: str, linears: int, moe_layers: int = 3) -> None:
+    """The server's log says our MXFP4 MoE serves every MoE layer and `linears` MXFP4 linears
+    load, each of them in `mode` (W4A4 or W4A16)."""
+    assert log.count("sglang_mx: MXFP4 experts") == moe_layers
+    assert log.count("sglang_mx: MXFP4 linear") == linears
+    assert all(mode in line for line in log.splitlines() if "sglang_mx: MXFP4 " in line)
+
+
+def served_kl_top1(url: str, ids: list[int], reference: torch.Tensor, vocab: int):
+    """kl_and_top1 of the server's distributions over `ids` against the reference's."""
+    return kl_and_top1(reference, served_logprobs(url, ids, vocab))

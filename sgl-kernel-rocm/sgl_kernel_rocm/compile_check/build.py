@@ -30,6 +30,7 @@ _SHARED_SOURCES = (
     "_mx_triton.py",
     "attention/split_kv.py",
     "attention/fp8_bits.py",
+    "moe/_upcast.py",
     "compile_check/isa.py",
     "compile_check/converts.py",
     "compile_check/build.py",

@@ -40,6 +40,8 @@ def violations(case: Case, rec: dict[str, Any]) -> list[str]:
             out.append(f"{where}: W4A4 without v_mfma_scale (native scaled MFMA)")
         elif need == "cvt_scalef32" and not facts.get("cvt_scalef32"):
             out.append(f"{where}: W4A16 without v_cvt_scalef32 (hardware FP4 upcast)")
+        elif need == "bf16x2_mul" and not facts.get("bf16x2_mul"):
+            out.append(f"{where}: no packed bf16 multiply (HMUL2.BF16) from the PTX FP4 upcast")
         elif need == "wide_stream":
             out += _stream_width(where, case.stream, facts, rec.get("ttgir_loads") or {})
         elif need == "convert_once":

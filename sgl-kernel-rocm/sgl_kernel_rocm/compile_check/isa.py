@@ -432,7 +432,14 @@ def facts(listing: Listing, amd: bool, streams: dict[tuple[str, int], str]) -> d
         }
     else:
         mma_ops = {k: v for k, v in ops.items() if k.endswith("MMA")}
-        extra = {"mma": sum(mma_ops.values()), "mma_kinds": sorted(mma_ops)}
+        extra = {
+            "mma": sum(mma_ops.values()),
+            "mma_kinds": sorted(mma_ops),
+            # packed bf16 multiplies (the "ptx" FP4 upcast's scale step, moe/_upcast.py)
+            "bf16x2_mul": sum(
+                1 for i in listing.instrs if i.op.startswith(("HMUL2.BF16", "HFMA2.BF16"))
+            ),
+        }
     return {
         "instructions": len(listing.instrs),
         "ops": dict(Counter(_mnemonic(i, amd) for i in listing.instrs)),

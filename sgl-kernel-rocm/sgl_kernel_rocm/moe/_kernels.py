@@ -13,7 +13,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from sgl_kernel_rocm._mx_triton import quantize_tile
+from sgl_kernel_rocm._mx_triton import quantize_tile, store_mx_tile
+from sgl_kernel_rocm.moe._upcast import permute_k, upcast_words
 
 
 @triton.jit
@@ -32,87 +33,6 @@ def dequant_tile(packed, scales, ROWS: tl.constexpr, COLS: tl.constexpr):
     scale = tl.where(s == 255, float("nan"), scale)
     val = tl.reshape(bits.to(tl.float32, bitcast=True), (ROWS, COLS // 32, 32))
     return tl.reshape(val * scale[:, :, None], (ROWS, COLS))
-
-
-@triton.jit
-def _nibble_pair_bits(w, PAIR: tl.constexpr):
-    """int32 words of 8 E2M1 nibbles (element k in bits 4k..4k+3) -> int32 words holding the
-    bf16 bit patterns of elements PAIR (low half) and PAIR + 4 (high half), each worth 2**-126 times
-    its E2M1 value: the 3 magnitude bits go to bf16 bits 8..6 (exponent LSBs + mantissa MSB,
-    so code 1 is the subnormal 2**-127) and the sign to bit 15. Two shifts and a masked OR for
-    two weights; arithmetic right shifts are harmless because the masks drop the top bits."""
-    if 6 - 4 * PAIR >= 0:
-        mag = w << (6 - 4 * PAIR)
-    else:
-        mag = w >> (4 * PAIR - 6)
-    sgn = w << (12 - 4 * PAIR)
-    return (mag & 0x01C001C0) | (sgn & -2147450880)  # -2147450880 = 0x80008000
-
-
-@triton.jit
-def _halves(bits, F32: tl.constexpr):
-    """int32 word of two bf16 bit patterns -> (low, high) as bf16, or as fp32 with F32 (the
-    same values: a bf16 is the top half of an fp32)."""
-    if F32:
-        lo = (bits << 16).to(tl.float32, bitcast=True)
-        hi = (bits & -65536).to(tl.float32, bitcast=True)
-    else:
-        lo = bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
-        hi = (bits >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
-    return lo, hi
-
-
-@triton.jit
-def _scale_multiplier(s, FULL_SCALE_RANGE: tl.constexpr, F32: tl.constexpr):
-    """E8M0 bytes (int32) -> the multiplier of a 2**-126-biased weight: 2**(s-1), or with
-    FULL_SCALE_RANGE 2**(s-127) itself (0 = 2**-127, 255 = NaN) for weights already unbiased."""
-    # bf16 and fp32 share the exponent field: only the shift to it differs.
-    if F32:
-        SH: tl.constexpr = 23
-    else:
-        SH: tl.constexpr = 7
-    if FULL_SCALE_RANGE:
-        bits = tl.where(s == 0, 0x40 << (SH - 7), tl.where(s == 255, 0x7FC0 << (SH - 7), s << SH))
-    else:
-        bits = (s + 126) << SH
-    if F32:
-        mult = bits.to(tl.float32, bitcast=True)
-    else:
-        mult = bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
-    return mult
-
-
-@triton.jit
-def dequant_words(
-    words,
-    scales,
-    ROWS: tl.constexpr,
-    COLS: tl.constexpr,
-    FULL_SCALE_RANGE: tl.constexpr,
-    F32: tl.constexpr = False,
-):
-    """Packed int32 words [ROWS, COLS // 8] (8 E2M1 nibbles each, the checkpoint's byte order
-    read 4 bytes at a time) + E8M0 [ROWS, COLS // 32] -> bf16 (fp32 with F32) [ROWS, COLS].
-
-    The cheap upcast: bit moves on whole words (2 weights per 32-bit op) put every weight in a
-    bf16 as 2**-126 x its value, then ONE multiply by 2**(s-1) = 2**126 x 2**(s-127) applies
-    the bias and the block scale together. That multiplier is a normal number only for
-    s <= 128; FULL_SCALE_RANGE takes any scale (0 = 2**-127, 255 = NaN) with a second
-    multiply. `moe.layout.prepare_weights` checks the range once at load."""
-    y0 = _halves(_nibble_pair_bits(words, 0), F32)
-    y1 = _halves(_nibble_pair_bits(words, 1), F32)
-    y2 = _halves(_nibble_pair_bits(words, 2), F32)
-    y3 = _halves(_nibble_pair_bits(words, 3), F32)
-    # Element 8j + 4h + 2a + b is half h of pair word (2a + b): join h, then a, then b.
-    z0 = tl.join(tl.join(y0[0], y0[1]), tl.join(y2[0], y2[1]))
-    z1 = tl.join(tl.join(y1[0], y1[1]), tl.join(y3[0], y3[1]))
-    vals = tl.reshape(tl.join(z0, z1), (ROWS, COLS // 32, 32))
-    if FULL_SCALE_RANGE:
-        # 2**126 (the one-multiply form at s = 127): the product is the E2M1 value, exact.
-        bias = _scale_multiplier(tl.full((1, 1, 1), 127, tl.int32), False, F32)
-        vals = vals * bias
-    mult = _scale_multiplier(scales.to(tl.int32), FULL_SCALE_RANGE, F32)
-    return tl.reshape(vals * mult[:, :, None], (ROWS, COLS))
 
 
 @triton.jit
@@ -227,8 +147,10 @@ def _mac(
     WORDS: tl.constexpr = False,
     FULL_SCALE_RANGE: tl.constexpr = True,
     W16: tl.constexpr = False,
+    UPCAST: tl.constexpr = "triton",
 ):
-    """acc += a @ dequant(w)^T through the chosen code path (one return, one type)."""
+    """acc += a @ dequant(w)^T through the chosen code path (one return, one type); with the
+    "ptx" upcast both operands arrive in `permute_k`'s K order."""
     if W16:
         acc = tl.dot(a, tl.trans(wq.to(DOT_DTYPE)), acc)
     elif DOT_SCALED:
@@ -241,9 +163,9 @@ def _mac(
                 a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc, fast_math=not FULL_SCALE_RANGE
             )
     elif WORDS:
-        w = dequant_words(wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, DOT_DTYPE == tl.float32).to(
-            DOT_DTYPE
-        )
+        w = upcast_words(
+            wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, UPCAST, DOT_DTYPE == tl.float32
+        ).to(DOT_DTYPE)
         acc = tl.dot(a, tl.trans(w), acc)
     else:
         w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)
@@ -268,9 +190,11 @@ def _act_tile(
     DOT_SCALED: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     EVEN_K: tl.constexpr,
+    PERMUTE_K: tl.constexpr = False,
 ):
     """(A operand, its E8M0 scales) for one K step; without A4 the second is a placeholder that
-    `_mac` never reads, so every branch returns the same pair."""
+    `_mac` never reads, so every branch returns the same pair. PERMUTE_K puts the operand in
+    the "ptx" upcast's K order (`permute_k`)."""
     if A4:
         # Packed rows are plain rows of K/2 bytes (and K/32 scales): `_load_rows` fits, and keeps
         # activation loads apart from the weight stream's.
@@ -281,6 +205,8 @@ def _act_tile(
         a16 = _load_rows(x_ptr, rows, kb, K_DIM, stride_x, BLOCK_K, EVEN_K)
         a = _a_operand(a16, a16, BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE)
         a_s = a16
+    if PERMUTE_K:
+        a = permute_k(a, BLOCK_M, BLOCK_K)
     return a, a_s
 
 
@@ -296,6 +222,42 @@ def _assume_nonneg(a, b, c, d, e, f, g, h):
     tl.assume(f >= 0)
     tl.assume(g >= 0)
     tl.assume(h >= 0)
+
+
+@triton.jit
+def _tile_rows(
+    pid_m, pid_n, sorted_ids_ptr, block_expert_ptr, n_slots, N_DIM,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """What program (pid_m, pid_n) of a grouped GEMM owns: its expert, its BLOCK_M slots (int64,
+    padding clamped to slot 0, with the mask of real ones) and its BLOCK_N output columns (with
+    their mask, and clamped to 0 as weight rows: the loads need no row mask, and columns past
+    N_DIM are never stored)."""
+    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slot = tl.load(sorted_ids_ptr + offs_m)
+    row_ok = slot < n_slots
+    # int64 row offsets: slot * stride passes 2**31 near 44K tokens x top-8 at H = 6144.
+    slot64 = tl.where(row_ok, slot, 0).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N_DIM
+    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
+    return expert, slot64, row_ok, offs_n, n_ok, n_rows
+
+
+@triton.jit
+def _mx_step(
+    acc, a, a_s, w_e, ws_e, n_rows, kb, K_DIM, stride_wn, stride_wsn,
+    A_FMT: tl.constexpr, DOT_SCALED: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, EVEN_K: tl.constexpr, WORDS: tl.constexpr,
+    FULL_SCALE_RANGE: tl.constexpr, W16: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    """One K step of one weight tile: load rows `n_rows` of the expert at K block kb, then
+    acc += a @ dequant(w)^T."""
+    wq, ws = _load_mx(w_e, ws_e, n_rows, kb, K_DIM, stride_wn, stride_wsn, BLOCK_K, EVEN_K,
+                      WORDS, W16)  # fmt: skip
+    return _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, WORDS,
+                FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
 
 
 @triton.jit
@@ -325,36 +287,23 @@ def gate_up_swiglu_kernel(
     stride_out,
     stride_outq,
     stride_outs,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    A4: tl.constexpr,
-    DOT_SCALED: tl.constexpr,
-    A_FMT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    MANUAL_BF16_RNE: tl.constexpr,
-    EVEN_K: tl.constexpr,
-    WORDS: tl.constexpr = False,
-    FULL_SCALE_RANGE: tl.constexpr = True,
-    W16: tl.constexpr = False,
-):
+    # tile / formats and code path / upcast variant (as `triton_moe` passes them to both GEMMs)
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    A4: tl.constexpr, DOT_SCALED: tl.constexpr, A_FMT: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    MANUAL_BF16_RNE: tl.constexpr, WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
+    UPCAST: tl.constexpr = "triton",
+):  # fmt: skip
     """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4."""
     _assume_nonneg(H, INTER, stride_x, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    slot = tl.load(sorted_ids_ptr + offs_m)
-    row_ok = slot < n_slots
-    # int64 row offsets: slot * stride passes 2**31 near 44K tokens x top-8 at H = 6144.
-    slot64 = tl.where(row_ok, slot, 0).to(tl.int64)
+    expert, slot64, row_ok, offs_n, n_ok, n_rows = _tile_rows(
+        pid_m, pid_n, sorted_ids_ptr, block_expert_ptr, n_slots, INTER, BLOCK_M, BLOCK_N
+    )
     tok = slot64 // top_k
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < INTER
-    # Clamped weight rows: the loads need no row mask; columns past INTER are never stored.
-    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
@@ -363,36 +312,22 @@ def gate_up_swiglu_kernel(
     for kb in range(0, tl.cdiv(H, BLOCK_K)):
         a, a_s = _act_tile(
             x_ptr, xq_ptr, xs_ptr, tok, kb, H, stride_x, stride_xq, stride_xs,
-            BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
+            BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K, WORDS and UPCAST == "ptx",
         )  # fmt: skip
-        gq, gs = _load_mx(
-            w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
-        )
-        uq, us = _load_mx(
-            w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
-        )
-        acc_g = _mac(acc_g, a, a_s, gq, gs, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
-        acc_u = _mac(acc_u, a, a_s, uq, us, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                     WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
+        acc_g = _mx_step(acc_g, a, a_s, w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, A_FMT,
+                         DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
+                         FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
+        acc_u = _mx_step(acc_u, a, a_s, w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn,
+                         A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
+                         FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
 
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
     act = round_bf16_rne(act, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty)
     if A4:
         packed, scales = quantize_tile(act.to(tl.float32), BLOCK_M, BLOCK_N)
-        offs_q = pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-        offs_s = pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)
-        tl.store(
-            outq_ptr + slot64[:, None] * stride_outq + offs_q[None, :],
-            packed,
-            mask=row_ok[:, None] & (offs_q[None, :] < INTER // 2),
-        )
-        tl.store(
-            outs_ptr + slot64[:, None] * stride_outs + offs_s[None, :],
-            scales,
-            mask=row_ok[:, None] & (offs_s[None, :] < INTER // 32),
-        )
+        store_mx_tile(outq_ptr, outs_ptr, slot64, row_ok, pid_n, INTER, stride_outq, stride_outs,
+                      packed, scales, BLOCK_N)  # fmt: skip
     else:
         tl.store(
             out_ptr + slot64[:, None] * stride_out + offs_n[None, :],
@@ -492,22 +427,14 @@ def down_kernel(
     stride_out,
     stride_sum,
     stride_shared,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    A4: tl.constexpr,
-    DOT_SCALED: tl.constexpr,
-    A_FMT: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-    MANUAL_BF16_RNE: tl.constexpr,
-    EVEN_K: tl.constexpr,
-    WORDS: tl.constexpr = False,
-    FULL_SCALE_RANGE: tl.constexpr = True,
-    FUSE_SUM: tl.constexpr = False,
-    HAS_SHARED: tl.constexpr = False,
-    K_PAD: tl.constexpr = 8,
-    W16: tl.constexpr = False,
-):
+    # as gate_up_swiglu_kernel's, then the fused top-k sum's
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    A4: tl.constexpr, DOT_SCALED: tl.constexpr, A_FMT: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    MANUAL_BF16_RNE: tl.constexpr, WORDS: tl.constexpr = False,
+    FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
+    UPCAST: tl.constexpr = "triton",
+    FUSE_SUM: tl.constexpr = False, HAS_SHARED: tl.constexpr = False, K_PAD: tl.constexpr = 8,
+):  # fmt: skip
     """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]) per slot; with FUSE_SUM also
     sum[t, n] = sum_k out[t*K + k, n] (+ shared[t, n]), summed by whichever program stores a
     token's last slot of this N tile (see `_finish_tokens`)."""
@@ -516,14 +443,9 @@ def down_kernel(
     pid_n = tl.program_id(1)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    slot = tl.load(sorted_ids_ptr + offs_m)
-    row_ok = slot < n_slots
-    rows = tl.where(row_ok, slot, 0).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_ok = offs_n < H
-    n_rows = tl.where(n_ok, offs_n, 0).to(tl.int64)
+    expert, rows, row_ok, offs_n, n_ok, n_rows = _tile_rows(
+        pid_m, pid_n, sorted_ids_ptr, block_expert_ptr, n_slots, H, BLOCK_M, BLOCK_N
+    )
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
@@ -531,13 +453,11 @@ def down_kernel(
     for kb in range(0, tl.cdiv(INTER, BLOCK_K)):
         a, a_s = _act_tile(
             a_ptr, aq_ptr, as_ptr, rows, kb, INTER, stride_a, stride_aq, stride_as,
-            BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K,
+            BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K, WORDS and UPCAST == "ptx",
         )  # fmt: skip
-        wq, ws = _load_mx(
-            w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, BLOCK_K, EVEN_K, WORDS, W16
-        )
-        acc = _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE,
-                   WORDS, FULL_SCALE_RANGE, W16)  # fmt: skip
+        acc = _mx_step(acc, a, a_s, w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, A_FMT,
+                       DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS, FULL_SCALE_RANGE,
+                       W16, UPCAST)  # fmt: skip
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from sgl_kernel_rocm.moe.backend import resolve_backend
-from sgl_kernel_rocm.moe.reference import DequantizedExperts, fused_moe_reference
+from sgl_kernel_rocm.moe.reference import fused_moe_reference
+from sgl_kernel_rocm.moe.weights import MoEWeights, validate_routing
 
 # One decode-sized tile for every token count (no tuned table for bf16 weights): it passes the
 # compile gate on all four archs (the heuristic's larger tiles do not on AMD). The baseline
@@ -17,8 +18,7 @@ BF16_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "nu
 
 def fused_moe_bf16(
     hidden_states: torch.Tensor,
-    w13: torch.Tensor,
-    w2: torch.Tensor,
+    weights: MoEWeights,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
     *,
@@ -26,30 +26,19 @@ def fused_moe_bf16(
     shared_output: torch.Tensor | None = None,
     config: dict | None = None,
 ) -> torch.Tensor:
-    """SwiGLU MoE with bf16/fp16 weights w13 [E, 2I, H] (gate rows, then up) and w2 [E, H, I];
+    """SwiGLU MoE with bf16/fp16 weights (`MoEWeights.dense(w13 [E, 2I, H], w2 [E, H, I])`);
     otherwise as `fused_moe_mxfp4` (W4A16). backend "torch" is the reference."""
-    if w13.dtype not in (torch.bfloat16, torch.float16) or w2.dtype != w13.dtype:
-        raise ValueError(f"w13/w2 must both be bf16 or fp16, got {w13.dtype} and {w2.dtype}")
-    num_experts, two_inter, hidden = w13.shape
-    if hidden_states.dim() != 2 or hidden_states.shape[1] != hidden:
-        raise ValueError(f"hidden_states must be [T, {hidden}], got {tuple(hidden_states.shape)}")
-    if tuple(w2.shape) != (num_experts, hidden, two_inter // 2) or two_inter % 2:
-        raise ValueError(f"w2 must be [{num_experts}, {hidden}, {two_inter // 2}], got "
-                         f"{tuple(w2.shape)}")  # fmt: skip
-    if hidden % 64 or (two_inter // 2) % 64:
-        raise ValueError("hidden and intermediate sizes must be multiples of 64")
-    if topk_ids.shape != topk_weights.shape or topk_ids.shape[0] != hidden_states.shape[0]:
-        raise ValueError("topk_ids and topk_weights must both be [T, K]")
+    if weights.is_mxfp4:
+        raise ValueError("fused_moe_bf16 takes MoEWeights.dense(w13, w2) (bf16 or fp16)")
+    weights.validate(multiple=64)
+    validate_routing(hidden_states, weights.hidden, topk_weights, topk_ids, shared_output)
     if resolve_backend(backend, hidden_states.device.type) == "torch":
         return fused_moe_reference(
-            hidden_states, w13, None, w2, None, topk_weights, topk_ids,
-            shared_output=shared_output, prepared=DequantizedExperts(w13=w13, w2=w2),
-        )  # fmt: skip
+            hidden_states, weights, topk_weights, topk_ids, shared_output=shared_output
+        )
     from sgl_kernel_rocm.moe.triton_moe import fused_moe_triton
 
-    if config is None:
-        config = dict(BF16_CONFIG)
     return fused_moe_triton(
-        hidden_states, w13, w13, w2, w2, topk_weights, topk_ids,
-        shared_output=shared_output, config=config,
+        hidden_states, weights, topk_weights, topk_ids, shared_output=shared_output,
+        config=config if config is not None else dict(BF16_CONFIG),
     )  # fmt: skip

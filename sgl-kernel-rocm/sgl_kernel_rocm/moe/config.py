@@ -11,6 +11,7 @@ from sgl_kernel_rocm.tuning import get_config
 
 OP = "moe_mxfp4"
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
+UPCASTS = ("triton", "ptx", "gfx950")
 
 
 def shape_key(num_experts: int, hidden: int, inter: int, act_quant: str) -> str:
@@ -66,3 +67,14 @@ def choose_path(arch: str, act_dtype_is_fp32: bool, act_quant: str = "none") -> 
     if act_quant == "mxfp4" or arch == "gfx950":
         return "dot_scaled"
     return "unpack"
+
+
+def choose_upcast(arch: str, config: dict[str, Any] | None = None) -> str:
+    """The word-wise FP4 upcast of the unpack path (`moe/_upcast.py`): a config's "upcast" when
+    it names one, else inline PTX on sm90/sm100, the hardware convert on gfx950, pure Triton
+    elsewhere (gfx942, the interpreter)."""
+    if config and "upcast" in config:
+        if config["upcast"] not in UPCASTS:
+            raise ValueError(f"config upcast must be one of {UPCASTS}, got {config['upcast']!r}")
+        return config["upcast"]
+    return {"sm90": "ptx", "sm100": "ptx", "gfx950": "gfx950"}.get(arch, "triton")

@@ -8,33 +8,23 @@ explicit, load-time way to skip the per-call dequantization.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
+from sgl_kernel_rocm.moe.weights import MoEWeights
 from sgl_kernel_rocm.mx import dequantize_mxfp4, quantize_mxfp4
 
 
-@dataclass(frozen=True)
-class DequantizedExperts:
-    """Expert weights dequantized once at load time: w13 [E, 2I, H], w2 [E, H, I]."""
-
-    w13: torch.Tensor
-    w2: torch.Tensor
-
-
 def prepare_reference_weights(
-    w13: torch.Tensor,
-    w13_scale: torch.Tensor,
-    w2: torch.Tensor,
-    w2_scale: torch.Tensor,
-    dtype: torch.dtype = torch.float32,
-) -> DequantizedExperts:
-    """Dequantize every expert once (4x/8x the memory of MXFP4: for small models on CPU)."""
-    return DequantizedExperts(
-        w13=dequantize_mxfp4(w13, w13_scale, dtype=dtype),
-        w2=dequantize_mxfp4(w2, w2_scale, dtype=dtype),
+    weights: MoEWeights, dtype: torch.dtype = torch.float32
+) -> MoEWeights:
+    """Dequantize every expert once (4x/8x the memory of MXFP4: for small models on CPU): the
+    same experts as unscaled weights, which `fused_moe_reference(prepared=)` reads as they are."""
+    if not weights.is_mxfp4:
+        return MoEWeights.dense(weights.w13.to(dtype), weights.w2.to(dtype))
+    return MoEWeights.dense(
+        dequantize_mxfp4(weights.w13, weights.w13_scale, dtype=dtype),
+        dequantize_mxfp4(weights.w2, weights.w2_scale, dtype=dtype),
     )
 
 
@@ -46,26 +36,25 @@ def fake_quant_mxfp4(x: torch.Tensor) -> torch.Tensor:
 
 def fused_moe_reference(
     hidden_states: torch.Tensor,
-    w13: torch.Tensor,
-    w13_scale: torch.Tensor,
-    w2: torch.Tensor,
-    w2_scale: torch.Tensor,
+    weights: MoEWeights,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
     act_quant: str = "none",
     shared_output: torch.Tensor | None = None,
-    prepared: DequantizedExperts | None = None,
+    prepared: MoEWeights | None = None,
 ) -> torch.Tensor:
     """SwiGLU MoE in fp32; the SwiGLU output is rounded to the activation dtype, as kernels
-    store it there between the two GEMMs."""
+    store it there between the two GEMMs. `prepared` (from `prepare_reference_weights`) stands
+    in for `weights` when given; MXFP4 weights are dequantized per expert and call."""
+    experts = prepared if prepared is not None else weights
     num_tokens, hidden = hidden_states.shape
     top_k = topk_ids.shape[1]
-    num_experts = w13.shape[0]
-    inter = prepared.w2.shape[2] if prepared is not None else w2.shape[2] * 2
+    num_experts = experts.num_experts
+    inter = experts.inter
     out = torch.zeros(num_tokens, hidden, dtype=torch.float32, device=hidden_states.device)
 
     ids = topk_ids.reshape(-1).to(torch.int64)
-    weights = topk_weights.reshape(-1).to(torch.float32)
+    route_w = topk_weights.reshape(-1).to(torch.float32)
     valid = ids >= 0
     key = torch.where(valid, ids, torch.full_like(ids, num_experts))
     order = torch.argsort(key, stable=True)
@@ -82,18 +71,13 @@ def fused_moe_reference(
         slots = order[start : start + count]
         start += count
         tokens = slots // top_k
-        if prepared is not None:
-            w13_e = prepared.w13[expert].to(torch.float32)
-            w2_e = prepared.w2[expert].to(torch.float32)
-        else:
-            w13_e = dequantize_mxfp4(w13[expert], w13_scale[expert], dtype=torch.float32)
-            w2_e = dequantize_mxfp4(w2[expert], w2_scale[expert], dtype=torch.float32)
+        w13_e, w2_e = experts.expert(expert)
         gate_up = x[tokens] @ w13_e.T
         act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
         act = act.to(hidden_states.dtype).to(torch.float32)
         if act_quant == "mxfp4":
             act = fake_quant_mxfp4(act)
-        out.index_add_(0, tokens, (act @ w2_e.T) * weights[slots, None])
+        out.index_add_(0, tokens, (act @ w2_e.T) * route_w[slots, None])
 
     if shared_output is not None:
         out += shared_output.to(torch.float32)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from sgl_kernel_rocm.moe.routing import softmax_topk
+from sgl_kernel_rocm.moe.weights import MoEWeights
 
 
 def random_moe_inputs(
@@ -17,8 +18,8 @@ def random_moe_inputs(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.bfloat16,
     seed: int = 0,
-) -> tuple[torch.Tensor, ...]:
-    """(x, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids) with uniform random routing.
+) -> tuple[torch.Tensor, MoEWeights, torch.Tensor, torch.Tensor]:
+    """(x, MoEWeights, topk_weights, topk_ids) with uniform random routing.
 
     Scales 2**-8..2**-5 keep E2M1 values (|v| <= 6) at the size of trained expert weights.
     """
@@ -34,4 +35,4 @@ def random_moe_inputs(
     x = torch.randn(tokens, hidden, generator=gen).to(device=device, dtype=dtype)
     logits = torch.randn(tokens, experts, generator=gen).to(device)
     topk_weights, topk_ids = softmax_topk(logits, min(top_k, experts), renormalize=True)
-    return x, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids
+    return x, MoEWeights(w13, w13_scale, w2, w2_scale), topk_weights, topk_ids

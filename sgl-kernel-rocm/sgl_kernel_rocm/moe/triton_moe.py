@@ -13,8 +13,9 @@ import triton.language as tl
 from sgl_kernel_rocm.arch import current_arch
 from sgl_kernel_rocm.moe import _kernels
 from sgl_kernel_rocm.moe.align import TRITON_ALIGN_MAX_SLOTS, align_tokens, align_tokens_triton
-from sgl_kernel_rocm.moe.config import choose_path, resolve_config
+from sgl_kernel_rocm.moe.config import choose_path, choose_upcast, resolve_config
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout
+from sgl_kernel_rocm.moe.weights import MoEWeights
 
 _A_FMT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _TL_DTYPE = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
@@ -33,10 +34,7 @@ def _interpreting() -> bool:
 
 def fused_moe_triton(
     hidden_states: torch.Tensor,
-    w13: torch.Tensor,
-    w13_scale: torch.Tensor,
-    w2: torch.Tensor,
-    w2_scale: torch.Tensor,
+    weights: MoEWeights,
     topk_weights: torch.Tensor,
     topk_ids: torch.Tensor,
     *,
@@ -46,8 +44,9 @@ def fused_moe_triton(
     config: dict | None = None,
     layout: MoEWeightLayout | None = None,
 ) -> torch.Tensor:
-    """Inputs already validated by `fused_moe_mxfp4`. `layout` (prepared at load) allows the
-    one-multiply upcast; without it the unpack path takes the full-scale-range variant."""
+    """Inputs already validated by `fused_moe_mxfp4` (or `fused_moe_bf16` for unscaled bf16/fp16
+    weights: the same kernels with W16). `layout` (prepared at load) allows the one-multiply
+    upcast; without it the unpack path takes the full-scale-range variant."""
     from sgl_kernel_rocm._mx_triton import quantize_rows
 
     on_cpu = hidden_states.device.type == "cpu"
@@ -57,12 +56,15 @@ def fused_moe_triton(
             "is imported; use backend='torch' (or 'auto') for the CPU path"
         )
     num_tokens, hidden = hidden_states.shape
-    num_experts = w13.shape[0]
-    # bf16/fp16 weights: the bf16-weight baseline (fused_moe_bf16), same kernels with W16.
-    w16 = w13.dtype in (torch.bfloat16, torch.float16)
-    inter = w2.shape[2] if w16 else w2.shape[2] * 2
+    num_experts, inter = weights.num_experts, weights.inter
+    weights = weights.contiguous()
+    w13, w2 = weights.w13, weights.w2
+    # Unscaled weights: the bf16-weight baseline; the scale pointers are never read.
+    w16 = not weights.is_mxfp4
+    w13_scale = w13 if w16 else weights.w13_scale
+    w2_scale = w2 if w16 else weights.w2_scale
     if w16:
-        w13_scale, w2_scale, path, act_quant = w13, w2, "unpack", "none"
+        path, act_quant = "unpack", "none"
     top_k = topk_ids.shape[1]
     n_slots = num_tokens * top_k
     dtype = hidden_states.dtype
@@ -94,8 +96,6 @@ def fused_moe_triton(
 
     manual_rne = _interpreting() and dtype == torch.bfloat16
     x = hidden_states.contiguous()
-    w13, w13_scale = w13.contiguous(), w13_scale.contiguous()
-    w2, w2_scale = w2.contiguous(), w2_scale.contiguous()
     # The word-wise upcast (unpack path): int32 loads need 4-byte aligned rows.
     words = (
         not dot_scaled
@@ -127,9 +127,9 @@ def fused_moe_triton(
         counters.zero_()
         # Rows the down kernel sums are overwritten whole; the rest keep this.
         out.copy_(shared_output) if shared_output is not None else out.zero_()
-    weights = topk_weights.reshape(-1)
-    if weights.dtype != torch.float32 or not weights.is_contiguous():
-        weights = weights.to(torch.float32).contiguous()
+    route_w = topk_weights.reshape(-1)
+    if route_w.dtype != torch.float32 or not route_w.is_contiguous():
+        route_w = route_w.to(torch.float32).contiguous()
     ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
 
     if a4:
@@ -145,6 +145,12 @@ def fused_moe_triton(
     else:
         actq, acts = act, act
 
+    # Constexprs and launch options both GEMMs share.
+    common = dict(
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, A4=a4, DOT_SCALED=dot_scaled, A_FMT=a_fmt,
+        DOT_DTYPE=dot_dtype, MANUAL_BF16_RNE=manual_rne, WORDS=words, FULL_SCALE_RANGE=full_range,
+        W16=w16, UPCAST=choose_upcast(arch, config), **launch,
+    )  # fmt: skip
     grid1 = (align.num_blocks_bound, triton.cdiv(inter, bn))
     _kernels.gate_up_swiglu_kernel[grid1](
         x,
@@ -172,19 +178,8 @@ def fused_moe_triton(
         act.stride(0),
         actq.stride(0),
         acts.stride(0),
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        A4=a4,
-        DOT_SCALED=dot_scaled,
-        A_FMT=a_fmt,
-        DOT_DTYPE=dot_dtype,
-        MANUAL_BF16_RNE=manual_rne,
         EVEN_K=hidden % bk == 0,
-        WORDS=words,
-        FULL_SCALE_RANGE=full_range,
-        W16=w16,
-        **launch,
+        **common,
     )
 
     # Per-slot rows (masked slots are never written nor read) and the summed output.
@@ -197,7 +192,7 @@ def fused_moe_triton(
         acts,
         w2,
         w2_scale,
-        weights,
+        route_w,
         per_slot,
         align.sorted_ids,
         align.block_expert,
@@ -220,21 +215,10 @@ def fused_moe_triton(
         per_slot.stride(0),
         out.stride(0),
         shared.stride(0),
-        BLOCK_M=bm,
-        BLOCK_N=bn,
-        BLOCK_K=bk,
-        A4=a4,
-        DOT_SCALED=dot_scaled,
-        A_FMT=a_fmt,
-        DOT_DTYPE=dot_dtype,
-        MANUAL_BF16_RNE=manual_rne,
         EVEN_K=inter % bk == 0,
-        WORDS=words,
-        FULL_SCALE_RANGE=full_range,
         FUSE_SUM=True,
         HAS_SHARED=shared_output is not None,
         K_PAD=triton.next_power_of_2(top_k),
-        W16=w16,
-        **launch,
+        **common,
     )
     return out

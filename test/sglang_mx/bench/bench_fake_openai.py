@@ -4,11 +4,7 @@ cached tokens as the longest common token prefix with earlier prompts (a radix c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
-import threading
-import time
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -117,23 +113,3 @@ def make_app(
         return StreamingResponse(events(), media_type="text/event-stream")
 
     return app
-
-
-@contextlib.contextmanager
-def serve(app: FastAPI):
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

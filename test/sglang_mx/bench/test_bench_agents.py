@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from bench_fake_openai import FakeCache, make_app, serve
+from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench.agents.common import compare_reuse, to_trace
 from sglang_mx.bench.agents.multiturn_chat import chat
 from sglang_mx.bench.agents.review_forkjoin import review
 from sglang_mx.bench.agents.tool_agent import tool_agent
+from sglang_mx.testing.inprocess import serve_in_thread
 
 PROGRAMS = {"tool_agent": tool_agent, "review": review, "chat": chat}
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_agent_plumbing_on_fake_server(name):
-    with serve(make_app(FakeCache())) as url:
+    with serve_in_thread(make_app(FakeCache())) as url:
         res = compare_reuse(PROGRAMS[name], url, sessions=2, warmup=False, max_tokens=4)
     assert res["calls"] >= 6
     # every program re-sends a long shared context, so most prompt tokens must hit

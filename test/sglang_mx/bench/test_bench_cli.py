@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench_fake_openai import FakeCache, make_app, serve
+from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx.bench import roofline_cli
+from sglang_mx.testing.inprocess import serve_in_thread
 
 
 def _main(argv: list[str]) -> int:
@@ -26,7 +27,7 @@ def test_gen_run_report_compare(tmp_path, tiny_tokenizer, capsys):
     assert _main(["bench", "gen", *common, "--arrival", "concurrency", "-o", str(trace)]) == 0
     assert "designed hit rate 0.6" in capsys.readouterr().out
     outs = []
-    with serve(make_app(FakeCache())) as url:
+    with serve_in_thread(make_app(FakeCache())) as url:
         for name in ("a", "b"):
             out = tmp_path / name
             run = ["bench", "run", "--url", url, "--tokenizer", str(tmp_path), "--trace"]

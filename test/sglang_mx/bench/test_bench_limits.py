@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_fake_openai import FakeCache, make_app, serve
+from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx.bench.limits import (
     ServerLimits,
@@ -24,6 +24,7 @@ from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import get_preset
+from sglang_mx.testing.inprocess import serve_in_thread
 
 GLM5_CONFIGS = [
     Path(__file__).parents[3] / f"python/sglang_mx/assets/tiny-glm5-{kind}/config.json"
@@ -72,7 +73,7 @@ def test_limits_from_each_kind_of_server():
 
 def test_over_long_workload_refused_in_one_line(tokenizer_dir, tmp_path, capsys):
     app = make_app(FakeCache(), context_length=512)
-    with serve(app) as url:
+    with serve_in_thread(app) as url:
         argv = _run_argv(url, tokenizer_dir, tmp_path / "out", "--preset", "production-20k-1k-60")
         assert _main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -84,7 +85,7 @@ def test_over_long_workload_refused_in_one_line(tokenizer_dir, tmp_path, capsys)
 
 
 def test_tokenizer_beyond_server_vocabulary_refused(tokenizer_dir, tmp_path, capsys):
-    with serve(make_app(FakeCache(), vocab_size=64)) as url:
+    with serve_in_thread(make_app(FakeCache(), vocab_size=64)) as url:
         argv = _run_argv(url, tokenizer_dir, tmp_path / "out", "--num-requests", "4")
         assert _main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -93,7 +94,7 @@ def test_tokenizer_beyond_server_vocabulary_refused(tokenizer_dir, tmp_path, cap
 
 def test_fit_context_scales_production_shape_in(tokenizer_dir, tmp_path):
     out = tmp_path / "out"
-    with serve(make_app(FakeCache(), context_length=512)) as url:
+    with serve_in_thread(make_app(FakeCache(), context_length=512)) as url:
         argv = _run_argv(url, tokenizer_dir, out, "--preset", "production-20k-1k-60",
                          "--fit-context", "--num-requests", "8", "--rate", "50")  # fmt: skip
         assert _main(argv) == 0
@@ -111,7 +112,7 @@ def test_http_400_mid_run_counted_and_reported(tokenizer_dir, tmp_path, capsys):
     # the server enforces a 300-token context without saying so: the long requests get 400s
     out = tmp_path / "out"
     app = make_app(FakeCache(), context_length=300, advertise=False)
-    with serve(app) as url:
+    with serve_in_thread(app) as url:
         argv = _run_argv(url, tokenizer_dir, out, "--input-len", "uniform:100:400",
                          "--output-len", "4", "--num-requests", "12", "--rate", "50")  # fmt: skip
         assert _main(argv) == 1
@@ -132,7 +133,7 @@ def test_failed_priming_is_reported_not_raised(tiny_tokenizer):
     tokens = SegmentTokens(tiny_tokenizer)
     spec = get_preset("cpu-2k-32-60").with_overrides(num_requests=4, rate=50.0)
     trace = generate(spec)
-    with serve(make_app(FakeCache(), context_length=256, advertise=False)) as url:
+    with serve_in_thread(make_app(FakeCache(), context_length=256, advertise=False)) as url:
         cfg = RunConfig(base_url=url, progress=False, warmup=0)
         res = run_trace(trace, materialize(trace, tokens), cfg, tokens)
     assert res.summary["errors"] == 4 and res.summary["first_error"].startswith("HTTP 400")
@@ -144,7 +145,7 @@ def test_runner_refuses_before_sending(tiny_tokenizer):
     tokens = SegmentTokens(tiny_tokenizer)
     trace = generate(get_preset("cpu-2k-32-60").with_overrides(num_requests=4))
     app = make_app(FakeCache(), context_length=1024)
-    with serve(app) as url:
+    with serve_in_thread(app) as url:
         with pytest.raises(WorkloadDoesNotFit, match="context is 1024 tokens"):
             run_trace(trace, materialize(trace, tokens), RunConfig(base_url=url), tokens)
     assert app.state.completions["n"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from bench_fake_openai import FakeCache, make_app, serve
+from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench.compare import compare, markdown_table
 from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import SegmentTokens, materialize
@@ -15,6 +15,7 @@ from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import run_sweep
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import get_preset
+from sglang_mx.testing.inprocess import serve_in_thread
 
 SPEC = get_preset("cpu-2k-32-60").with_overrides(num_requests=12, rate=50.0, output_len=None)
 
@@ -30,7 +31,7 @@ def _run(url, spec, tokens, **cfg):
 def test_measured_hit_rate_matches_design(tiny_tokenizer, turns):
     tokens = SegmentTokens(tiny_tokenizer)
     cache = FakeCache()
-    with serve(make_app(cache)) as url:
+    with serve_in_thread(make_app(cache)) as url:
         res = _run(url, SPEC.with_overrides(turns=turns), tokens)
     s = res.summary
     assert cache.flushes == 1
@@ -50,7 +51,7 @@ def test_warm_cache_is_reported_loudly(tiny_tokenizer, capsys):
     cache = FakeCache(warm=list(prompts.values()))
     app = make_app(cache)
     app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") != "/flush_cache"]
-    with serve(app) as url:
+    with serve_in_thread(app) as url:
         res = run_trace(trace, prompts, RunConfig(base_url=url, progress=False), tokens)
     assert any("could not flush" in w for w in res.warnings)
     assert any("CACHE WAS WARM" in w for w in res.warnings)
@@ -59,7 +60,7 @@ def test_warm_cache_is_reported_loudly(tiny_tokenizer, capsys):
 
 def test_errors_and_missing_cache_report_are_counted(tiny_tokenizer):
     tokens = SegmentTokens(tiny_tokenizer)
-    with serve(make_app(FakeCache(), report_cache=False, fail_every=4)) as url:
+    with serve_in_thread(make_app(FakeCache(), report_cache=False, fail_every=4)) as url:
         res = _run(
             url, SPEC.with_overrides(arrival="concurrency", concurrency=3, prime=False), tokens
         )
@@ -71,7 +72,7 @@ def test_errors_and_missing_cache_report_are_counted(tiny_tokenizer):
 
 def test_sweep_report_and_compare(tiny_tokenizer, tmp_path):
     tokens = SegmentTokens(tiny_tokenizer)
-    with serve(make_app(FakeCache())) as url:
+    with serve_in_thread(make_app(FakeCache())) as url:
 
         def point(trace):
             cfg = RunConfig(base_url=url, progress=False)

@@ -67,16 +67,25 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_prices(entries: Any, kinds: set[str], units: set[str], where: str) -> list[str]:
+def _typed_entries(
+    entries: Any, kinds: set[str], units: set[str], where: str, errs: list[str]
+) -> list[tuple[str, dict]]:
+    """(path, entry) for each entry of a pricing or capacity list; appends to `errs` what is
+    wrong with the list itself and with each entry's type and unit."""
     if not isinstance(entries, list):
-        return [f"{where}.pricing must be a list"]
-    errs, seen = [], set()
+        errs.append(f"{where} must be a list")
+        return []
     for i, e in enumerate(entries):
-        w = f"{where}.pricing[{i}]"
         if e.get("type") not in kinds:
-            errs.append(f"{w}.type {e.get('type')!r} not in {sorted(kinds)}")
+            errs.append(f"{where}[{i}].type {e.get('type')!r} not in {sorted(kinds)}")
         if e.get("unit") not in units:
-            errs.append(f"{w}.unit {e.get('unit')!r} not in {sorted(units)}")
+            errs.append(f"{where}[{i}].unit {e.get('unit')!r} not in {sorted(units)}")
+    return [(f"{where}[{i}]", e) for i, e in enumerate(entries)]
+
+
+def _check_prices(entries: Any, kinds: set[str], units: set[str], where: str) -> list[str]:
+    errs, seen = [], set()
+    for w, e in _typed_entries(entries, kinds, units, f"{where}.pricing", errs):
         if not _usd_ok(e.get("cost_usd")):
             errs.append(f"{w}.cost_usd {e.get('cost_usd')!r} is not a USD decimal string")
         ident = (e.get("type"), e.get("ttl_seconds"), e.get("implicit", False), e.get("utc_start"))
@@ -87,15 +96,8 @@ def _check_prices(entries: Any, kinds: set[str], units: set[str], where: str) ->
 
 
 def _check_capacity(entries: Any, kinds: set[str], units: set[str], where: str) -> list[str]:
-    if not isinstance(entries, list):
-        return [f"{where}.capacity must be a list"]
-    errs = []
-    for i, e in enumerate(entries):
-        w = f"{where}.capacity[{i}]"
-        if e.get("type") not in kinds:
-            errs.append(f"{w}.type {e.get('type')!r} not in {sorted(kinds)}")
-        if e.get("unit") not in units:
-            errs.append(f"{w}.unit {e.get('unit')!r}")
+    errs: list[str] = []
+    for w, e in _typed_entries(entries, kinds, units, f"{where}.capacity", errs):
         if not _int(e.get("value")) or e["value"] <= 0:
             errs.append(f"{w}.value must be a positive integer")
         if e.get("type") == "concurrency":

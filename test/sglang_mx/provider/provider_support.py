@@ -4,18 +4,24 @@ a server process tree; the provider and router processes come from sglang_mx.pro
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-import uvicorn
 from sglang_mx.provider.launch import free_port, provider_process, router_process  # noqa: F401
+from sglang_mx.testing.inprocess import serve_in_thread  # noqa: F401
 
 PRICES = {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}
 MODEL_ID = "sglang-mx/glm-tiny-mxfp4"
+
+
+def expected_cost(prompt: int, completion: int, cached: int) -> float:
+    """USD for a request's tokens at PRICES (per million tokens; cached ones at the cache rate)."""
+    return (
+        (prompt - cached) * PRICES["prompt"]
+        + cached * PRICES["input_cache_read"]
+        + completion * PRICES["completion"]
+    ) / 1e6
 
 
 def write_pricing(
@@ -36,27 +42,20 @@ def write_pricing(
     return path
 
 
-@contextmanager
-def serve_in_thread(app, port: int | None = None) -> Iterator[str]:
-    """An ASGI app on a loopback port in this process (for scripted upstreams)."""
-    port = port or free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="critical", timeout_graceful_shutdown=1
-        )
+# A provider in front of the session's SGLang server for the module's tests: a short keep-alive
+# and a request rate no test reaches.
+TEST_PROVIDER_ARGS = ("--keepalive-s", "0.5", "--default-rpm", "100000")
+
+
+def price_served_model(upstream: str, tmp: Path) -> tuple[int, Path]:
+    """(context length, pricing file) for the model `upstream` serves, priced at its context;
+    completions may take all but 256 tokens of it."""
+    served = httpx.get(upstream + "/v1/models", timeout=30).json()["data"][0]
+    ctx = int(served.get("max_model_len") or 2048)
+    pricing = write_pricing(
+        tmp / "pricing.json", served["id"], context_length=ctx, max_completion_tokens=ctx - 256
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise TimeoutError("in-process server did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    return ctx, pricing
 
 
 def kill_server_tree(base_url: str) -> int:

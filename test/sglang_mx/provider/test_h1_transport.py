@@ -7,8 +7,10 @@ broken ones no real server would send on purpose."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +18,15 @@ from sglang_mx.provider.h1 import H1Transport
 from sglang_mx.testing.rawhttp import read_request
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"  # a response head
+
+
+def chunk(*pieces: bytes, last: bool = False) -> bytes:
+    """`pieces` in HTTP/1.1 chunked framing, plus the terminating zero chunk when `last`."""
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+    return framed + (b"0\r\n\r\n" if last else b"")
 
 
 def ok(body: bytes, extra: bytes = b"") -> bytes:
@@ -42,8 +53,8 @@ class Server:
 
     async def __aenter__(self) -> str:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
+        self.port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{self.port}"
 
     async def __aexit__(self, *exc: object) -> None:
         self.server.close()
@@ -59,6 +70,15 @@ def client(base: str, transport: H1Transport, read_s: float = 10.0) -> httpx.Asy
     )
 
 
+@contextlib.asynccontextmanager
+async def connect(srv: Server, read_s: float = 10.0) -> AsyncIterator[tuple[H1Transport, Any]]:
+    """`srv` listening, and a client on a fresh H1Transport to it; both close on exit."""
+    async with srv as base:
+        t = H1Transport()
+        async with client(base, t, read_s) as c:
+            yield t, c
+
+
 def test_keep_alive_reuses_one_connection_and_sends_the_request_intact():
     async def main():
         srv = Server(None)  # type: ignore[arg-type]
@@ -70,17 +90,15 @@ def test_keep_alive_reuses_one_connection_and_sends_the_request_intact():
                 writer.write(ok(b"echo:" + body))
 
         srv.handler = handler
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                for i in range(5):
-                    r = await c.post("/v1/completions?x=1", content=b'{"n": %d}' % i)
-                    assert r.status_code == 200
-                    assert r.content == b'echo:{"n": %d}' % i
-            assert t.opened == 1 and srv.connections == 1
-            head = srv.requests[0][0]
-            assert head.startswith(b"POST /v1/completions?x=1 HTTP/1.1\r\n")
-            assert b"content-length: 8" in head.lower() and b"host: 127.0.0.1" in head.lower()
+        async with connect(srv) as (t, c):
+            for i in range(5):
+                r = await c.post("/v1/completions?x=1", content=b'{"n": %d}' % i)
+                assert r.status_code == 200
+                assert r.content == b'echo:{"n": %d}' % i
+        assert t.opened == 1 and srv.connections == 1
+        head = srv.requests[0][0]
+        assert head.startswith(b"POST /v1/completions?x=1 HTTP/1.1\r\n")
+        assert b"content-length: 8" in head.lower() and b"host: 127.0.0.1" in head.lower()
 
     run(main())
 
@@ -91,26 +109,23 @@ def test_chunked_body_streams_as_it_arrives():
 
         async def handler(reader, writer):
             await read_request(reader)
-            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-            writer.write(b"6\r\ndata:1\r\n")
+            writer.write(CHUNKED + chunk(b"data:1"))
             await writer.drain()
             await release.wait()  # the client must see the first chunk before the rest exists
-            writer.write(b"6\r\ndata:2\r\n0\r\n\r\n")
+            writer.write(chunk(b"data:2", last=True))
             await writer.drain()
             await reader.read()
 
-        async with Server(handler) as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                async with c.stream("POST", "/s", content=b"{}") as r:
-                    got = []
-                    async for piece in r.aiter_bytes():
-                        got.append(piece)
-                        release.set()
-                assert b"".join(got) == b"data:1data:2"
-                assert len(got) >= 2
-                # read to its end: the connection went back to the pool
-                assert sum(len(v) for v in t._idle.values()) == 1
+        async with connect(Server(handler)) as (t, c):
+            async with c.stream("POST", "/s", content=b"{}") as r:
+                got = []
+                async for piece in r.aiter_bytes():
+                    got.append(piece)
+                    release.set()
+            assert b"".join(got) == b"data:1data:2"
+            assert len(got) >= 2
+            # read to its end: the connection went back to the pool
+            assert sum(len(v) for v in t._idle.values()) == 1
 
     run(main())
 
@@ -124,12 +139,10 @@ def test_close_delimited_body_and_connection_close_are_not_reused():
             writer.close()
 
         srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                assert (await c.post("/", content=b"a")).content == b"until-the-end"
-                assert (await c.post("/", content=b"b")).content == b"until-the-end"
-            assert t.opened == 2 and srv.connections == 2
+        async with connect(srv) as (t, c):
+            assert (await c.post("/", content=b"a")).content == b"until-the-end"
+            assert (await c.post("/", content=b"b")).content == b"until-the-end"
+        assert t.opened == 2 and srv.connections == 2
 
     run(main())
 
@@ -143,13 +156,11 @@ def test_idle_connection_closed_by_server_is_retried_once_on_a_new_one():
             # keep-alive promised, then dropped while idle (as an expiring server does)
 
         srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                assert (await c.post("/", content=b"1")).content == b"first"
-                await asyncio.sleep(0)  # the close has not necessarily been seen yet
-                assert (await c.post("/", content=b"2")).content == b"first"
-            assert srv.connections == 2
+        async with connect(srv) as (t, c):
+            assert (await c.post("/", content=b"1")).content == b"first"
+            await asyncio.sleep(0)  # the close has not necessarily been seen yet
+            assert (await c.post("/", content=b"2")).content == b"first"
+        assert srv.connections == 2
 
     run(main())
 
@@ -169,59 +180,44 @@ def test_stale_connection_race_retries_when_no_byte_came_back():
                 return
             await reader.read()
 
-        srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                assert (await c.post("/", content=b"1")).content == b"r1"
-                assert (await c.post("/", content=b"2")).content == b"r2"
-            assert t.opened == 2
+        async with connect(Server(handler)) as (t, c):
+            assert (await c.post("/", content=b"1")).content == b"r1"
+            assert (await c.post("/", content=b"2")).content == b"r2"
+        assert t.opened == 2
 
     run(main())
 
 
-def test_server_closing_mid_body_is_a_transport_error_not_a_short_body():
+# An upstream's broken reply to a request on a fresh connection (bytes it sends, whether it then
+# waits for the client to close) and what the client's error must say.
+BROKEN_REPLIES = {
+    # closing mid-body is a transport error, not a short body
+    "closes-mid-body": (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly-part",
+        False,
+        "complete response",
+    ),
+    "closes-before-any-response": (b"", False, "before a response"),
+    "answers-invalid-http": (b"SMTP ready\r\n\r\n", True, "invalid HTTP"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_REPLIES))
+def test_a_broken_reply_on_a_new_connection_is_a_protocol_error(case):
+    reply, wait_for_close, match = BROKEN_REPLIES[case]
+
     async def main():
         async def handler(reader, writer):
             await read_request(reader)
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly-part")
+            writer.write(reply)
             await writer.drain()
+            if wait_for_close:
+                await reader.read()
 
-        async with Server(handler) as base:
-            async with client(base, H1Transport()) as c:
-                with pytest.raises(httpx.RemoteProtocolError, match="complete response"):
-                    await c.post("/", content=b"x")
-
-    run(main())
-
-
-def test_server_closing_before_any_response_on_a_new_connection_is_an_error():
-    async def main():
-        async def handler(reader, writer):
-            await read_request(reader)
-
-        async with Server(handler) as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                with pytest.raises(httpx.RemoteProtocolError, match="before a response"):
-                    await c.post("/", content=b"x")
-            assert t.opened == 1  # a fresh connection is not retried: the server saw it
-
-    run(main())
-
-
-def test_invalid_http_from_upstream_is_a_protocol_error():
-    async def main():
-        async def handler(reader, writer):
-            await read_request(reader)
-            writer.write(b"SMTP ready\r\n\r\n")
-            await writer.drain()
-            await reader.read()
-
-        async with Server(handler) as base:
-            async with client(base, H1Transport()) as c:
-                with pytest.raises(httpx.RemoteProtocolError, match="invalid HTTP"):
-                    await c.post("/", content=b"x")
+        async with connect(Server(handler)) as (t, c):
+            with pytest.raises(httpx.RemoteProtocolError, match=match):
+                await c.post("/", content=b"x")
+        assert t.opened == 1  # a fresh connection is not retried: the server saw it
 
     run(main())
 
@@ -249,12 +245,10 @@ def test_read_timeout_raises_and_the_connection_is_dropped():
             await reader.read()  # never answers; returns when the client closes
 
         srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t, read_s=0.3) as c:
-                with pytest.raises(httpx.ReadTimeout):
-                    await c.post("/", content=b"x")
-            assert not t._idle.get(("127.0.0.1", int(base.rsplit(":", 1)[1])))
+        async with connect(srv, read_s=0.3) as (t, c):
+            with pytest.raises(httpx.ReadTimeout):
+                await c.post("/", content=b"x")
+        assert not t._idle.get(("127.0.0.1", srv.port))
 
     run(main())
 
@@ -265,22 +259,18 @@ def test_leaving_a_stream_early_closes_the_connection_so_the_server_sees_it():
 
         async def handler(reader, writer):
             await read_request(reader)
-            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-            writer.write(b"5\r\nfirst\r\n")
+            writer.write(CHUNKED + chunk(b"first"))
             await writer.drain()
             if await reader.read() == b"":
                 server_saw_close.set()
 
-        srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                async with c.stream("POST", "/", content=b"{}") as r:
-                    async for piece in r.aiter_bytes():
-                        assert piece == b"first"
-                        break
-            await asyncio.wait_for(server_saw_close.wait(), 5)
-            assert not any(t._idle.values())
+        async with connect(Server(handler)) as (t, c):
+            async with c.stream("POST", "/", content=b"{}") as r:
+                async for piece in r.aiter_bytes():
+                    assert piece == b"first"
+                    break
+        await asyncio.wait_for(server_saw_close.wait(), 5)
+        assert not any(t._idle.values())
 
     run(main())
 
@@ -292,23 +282,18 @@ def test_a_response_that_arrived_whole_is_reused_even_if_not_read_to_the_end():
         async def handler(reader, writer):
             while True:
                 await read_request(reader)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
-                    b"5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n"
-                )
+                writer.write(CHUNKED + chunk(b"first", b"second", last=True))
                 await writer.drain()
 
         srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                for _ in range(3):
-                    async with c.stream("POST", "/", content=b"{}") as r:
-                        await asyncio.sleep(0.05)  # all of it has arrived
-                        async for piece in r.aiter_bytes():
-                            assert piece.startswith(b"first")
-                            break
-            assert srv.connections == 1 and t.opened == 1
+        async with connect(srv) as (t, c):
+            for _ in range(3):
+                async with c.stream("POST", "/", content=b"{}") as r:
+                    await asyncio.sleep(0.05)  # all of it has arrived
+                    async for piece in r.aiter_bytes():
+                        assert piece.startswith(b"first")
+                        break
+        assert srv.connections == 1 and t.opened == 1
 
     run(main())
 
@@ -322,15 +307,13 @@ def test_cancelled_request_closes_its_connection():
             if await reader.read() == b"":
                 server_saw_close.set()
 
-        async with Server(handler) as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                task = asyncio.ensure_future(c.post("/", content=b"x"))
-                await asyncio.sleep(0.2)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-                await asyncio.wait_for(server_saw_close.wait(), 5)
+        async with connect(Server(handler)) as (t, c):
+            task = asyncio.ensure_future(c.post("/", content=b"x"))
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.wait_for(server_saw_close.wait(), 5)
 
     run(main())
 
@@ -346,16 +329,14 @@ def test_large_body_passes_flow_control_intact():
                 await writer.drain()
 
         srv = Server(handler)
-        async with srv as base:
-            t = H1Transport()
-            async with client(base, t) as c:
-                async with c.stream("POST", "/", content=b"{}") as r:
-                    seen = bytearray()
-                    async for piece in r.aiter_bytes():
-                        seen += piece
-                        await asyncio.sleep(0)  # a slow reader
-                assert bytes(seen) == payload
-                assert (await c.post("/", content=b"{}")).content == payload
-            assert srv.connections == 1
+        async with connect(srv) as (t, c):
+            async with c.stream("POST", "/", content=b"{}") as r:
+                seen = bytearray()
+                async for piece in r.aiter_bytes():
+                    seen += piece
+                    await asyncio.sleep(0)  # a slow reader
+            assert bytes(seen) == payload
+            assert (await c.post("/", content=b"{}")).content == payload
+        assert srv.connections == 1
 
     run(main())

@@ -16,10 +16,12 @@ from openrouter_schema import check_legacy, check_usage, check_v24
 from provider_support import (
     MODEL_ID,
     PRICES,
+    TEST_PROVIDER_ARGS,
+    expected_cost,
     leave_stream_after,
+    price_served_model,
     provider_process,
     wait_until_settled,
-    write_pricing,
 )
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
@@ -51,12 +53,8 @@ def _cli_create_key(db: Path, name: str, *extra: str) -> str:
 @pytest.fixture(scope="module")
 def live(mxfp4_server: str, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("live")
-    served = httpx.get(mxfp4_server + "/v1/models", timeout=30).json()["data"][0]
-    ctx = int(served.get("max_model_len") or 2048)
-    max_completion = ctx - 256
-    pricing = write_pricing(
-        tmp / "pricing.json", served["id"], context_length=ctx, max_completion_tokens=max_completion
-    )
+    ctx, pricing = price_served_model(mxfp4_server, tmp)
+    max_completion = ctx - 256  # what the pricing file allows
     db = tmp / "provider.sqlite"
     keys = {
         "a": _cli_create_key(db, "tenant-a"),
@@ -81,9 +79,7 @@ def live(mxfp4_server: str, tmp_path_factory):
         capture_output=True,
     )
     keys["revoked"] = revoked_plain
-    with provider_process(
-        mxfp4_server, pricing, db, "--keepalive-s", "0.5", "--default-rpm", "100000"
-    ) as prov:
+    with provider_process(mxfp4_server, pricing, db, *TEST_PROVIDER_ARGS) as prov:
         yield {
             "max_completion": max_completion,
             "url": prov.url,
@@ -107,14 +103,6 @@ def _prompt(words: int = 60) -> str:
 
 
 PARTS = ("prompt_cost", "cached_prompt_cost", "completion_cost", "request_cost")
-
-
-def _expected_cost(prompt: int, completion: int, cached: int) -> float:
-    return (
-        (prompt - cached) * PRICES["prompt"]
-        + cached * PRICES["input_cache_read"]
-        + completion * PRICES["completion"]
-    ) / 1e6
 
 
 def test_models_listing(live) -> None:
@@ -151,7 +139,7 @@ def test_chat_usage_cached_tokens_and_cost(live) -> None:
         assert u.total_tokens == u.prompt_tokens + u.completion_tokens and u.completion_tokens > 0
         cached = u.prompt_tokens_details.cached_tokens
         assert u.cost == pytest.approx(
-            _expected_cost(u.prompt_tokens, u.completion_tokens, cached), rel=1e-9
+            expected_cost(u.prompt_tokens, u.completion_tokens, cached), rel=1e-9
         )
         raw = resp.usage.model_dump()
         assert check_usage(raw) == []
@@ -187,7 +175,7 @@ def test_stream_sends_usage_last_then_done(live) -> None:
     final = chunks[-1]
     assert final.choices == [] and final.usage.completion_tokens == 12
     assert final.usage.cost == pytest.approx(
-        _expected_cost(
+        expected_cost(
             final.usage.prompt_tokens, 12, final.usage.prompt_tokens_details.cached_tokens
         )
     )
@@ -467,5 +455,5 @@ def test_ledger_survives_crash_mid_request(live, tmp_path: Path) -> None:
     # Billed for what was recorded before the crash (progress is written every 4 chunks).
     assert row.status == "recovered" and 4 <= row.completion_tokens < 400
     assert row.cost == pytest.approx(
-        _expected_cost(row.prompt_tokens, row.completion_tokens, row.cached_tokens)
+        expected_cost(row.prompt_tokens, row.completion_tokens, row.cached_tokens)
     )

@@ -19,7 +19,10 @@ import sglang
 from provider_support import (
     MODEL_ID,
     PRICES,
+    TEST_PROVIDER_ARGS,
+    expected_cost,
     leave_stream_after,
+    price_served_model,
     provider_process,
     wait_until_settled,
     write_pricing,
@@ -55,14 +58,6 @@ def _err(r: httpx.Response, status: int, reason: str) -> None:
     assert err["code"] == status and isinstance(err["message"], str) and err["message"]
     assert err["metadata"]["reason"] == reason, err
     assert "Traceback" not in r.text
-
-
-def _expected_cost(prompt: int, completion: int, cached: int) -> float:
-    return (
-        (prompt - cached) * PRICES["prompt"]
-        + cached * PRICES["input_cache_read"]
-        + completion * PRICES["completion"]
-    ) / 1e6
 
 
 # --- without a server ---------------------------------------------------------------------
@@ -166,11 +161,7 @@ def test_validate_generate_refuses(body, status, reason):
 @pytest.fixture(scope="module")
 def native(mxfp4_server: str, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("native")
-    served = httpx.get(mxfp4_server + "/v1/models", timeout=30).json()["data"][0]
-    ctx = int(served.get("max_model_len") or 2048)
-    pricing = write_pricing(
-        tmp / "pricing.json", served["id"], context_length=ctx, max_completion_tokens=ctx - 256
-    )
+    ctx, pricing = price_served_model(mxfp4_server, tmp)
     db = tmp / "provider.sqlite"
     store = KeyStore(db)
     keys = {
@@ -178,9 +169,7 @@ def native(mxfp4_server: str, tmp_path_factory):
         for name, kw in (("a", {}), ("b", {}), ("limited", {"rpm": 2}), ("revoked", {}))
     }
     store.revoke(store.lookup(keys["revoked"]).id)
-    with provider_process(
-        mxfp4_server, pricing, db, "--keepalive-s", "0.5", "--default-rpm", "100000"
-    ) as prov:
+    with provider_process(mxfp4_server, pricing, db, *TEST_PROVIDER_ARGS) as prov:
         yield {"url": prov.url, "upstream": mxfp4_server, "db": db, "keys": keys, "ctx": ctx}
 
 
@@ -210,7 +199,7 @@ def _check_billed(native, meter) -> None:
             call.completion_tokens,
             call.cached_tokens,
         )
-        expected = _expected_cost(call.prompt_tokens, call.completion_tokens, call.cached_tokens)
+        expected = expected_cost(call.prompt_tokens, call.completion_tokens, call.cached_tokens)
         assert row.cost == pytest.approx(expected, rel=1e-9) and call.cost == pytest.approx(
             expected, rel=1e-9
         )

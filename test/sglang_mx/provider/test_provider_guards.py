@@ -25,7 +25,7 @@ VOCAB = 2048
 CAMPAIGN_SEED = 20261130
 # Seconds of generated requests per upstream model, the same for each (fixed seed: a budget only
 # cuts the same sequence shorter), and at least MIN_CASES however slow.
-CAMPAIGN_S = float(os.environ.get("SGLANG_MX_PROVIDER_CAMPAIGN_S", "30"))
+CAMPAIGN_S = float(os.environ.get("SGLANG_MX_PROVIDER_CAMPAIGN_S", "20"))
 MIN_CASES = 10
 CAMPAIGN_UPSTREAMS = {"glm45-mxfp4": "mxfp4_server", "glm5-default": "default_server"}
 

@@ -142,6 +142,17 @@ def run_program(
     return endpoint.meter, wall
 
 
+def _run_summary(func, sessions: int, meter) -> dict:
+    """What every program report opens with: which program, how many sessions, what it sent."""
+    return {
+        "program": func.func.__name__ if hasattr(func, "func") else str(func),
+        "sessions": sessions,
+        "calls": len(meter.calls),
+        "prompt_tokens": meter.prompt_tokens,
+        "cached_tokens": meter.cached_tokens,
+    }
+
+
 def run_via_provider(func, base_url: str, api_key: str, sessions: int = 1, **kwargs) -> dict:
     """Run a program through the provider with a key (prefix reuse on, no flush: the provider
     refuses it) and report what the customer sees: calls, cached-token ratio, billed cost."""
@@ -149,11 +160,7 @@ def run_via_provider(func, base_url: str, api_key: str, sessions: int = 1, **kwa
                               **kwargs)  # fmt: skip
     cost = meter.cost
     return {
-        "program": func.func.__name__ if hasattr(func, "func") else str(func),
-        "sessions": sessions,
-        "calls": len(meter.calls),
-        "prompt_tokens": meter.prompt_tokens,
-        "cached_tokens": meter.cached_tokens,
+        **_run_summary(func, sessions, meter),
         "completion_tokens": sum(c.completion_tokens for c in meter.calls),
         "cached_ratio": meter.hit_rate,
         "cost_usd": cost,
@@ -171,11 +178,7 @@ def compare_reuse(func, base_url: str, sessions: int = 2, warmup: bool = True, *
     with_reuse, wall_reuse = run_program(func, base_url, sessions, True, **kwargs)
     without, wall_none = run_program(func, base_url, sessions, False, **kwargs)
     return {
-        "program": func.func.__name__ if hasattr(func, "func") else str(func),
-        "sessions": sessions,
-        "calls": len(with_reuse.calls),
-        "prompt_tokens": with_reuse.prompt_tokens,
-        "cached_tokens": with_reuse.cached_tokens,
+        **_run_summary(func, sessions, with_reuse),
         "hit_rate": with_reuse.hit_rate,
         "no_reuse_hit_rate": without.hit_rate,
         "prefill_tokens_reuse": with_reuse.prompt_tokens - with_reuse.cached_tokens,

@@ -38,7 +38,6 @@ def align_cases(arch: str) -> list[Case]:
                     ("stride_out", 6144),
                     ("stride_shared", 6144),
                 ),  # fmt: skip
-                floats=(),
                 # As launched by the MoE: unrouted rows written too, with a shared output.
                 constexprs=(
                     ("BLOCK_M", bm),
@@ -49,8 +48,6 @@ def align_cases(arch: str) -> list[Case]:
                     ("HAS_SHARED", True),
                 ),
                 cfg={"num_warps": 4, "num_stages": 1},
-                stream="",
-                stream_bytes_per_iter=0,
             )
         )
     return out

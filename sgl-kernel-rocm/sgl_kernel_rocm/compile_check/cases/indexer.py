@@ -39,7 +39,6 @@ def indexer_cases(arch: str) -> list[Case]:
                     ("stride_btb", 313),
                     ("stride_ob", 20000),
                 ),  # fmt: skip
-                floats=(),
                 constexprs=(
                     ("PAGE", 64),
                     ("D", 128),

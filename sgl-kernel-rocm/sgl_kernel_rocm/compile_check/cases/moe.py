@@ -1,6 +1,8 @@
 """Compile cases of the fused MXFP4 MoE (gate_up + SwiGLU, down): every config of the arch's
-table x activation format x code path, plus the bf16-weight baseline and sm90's `dot_scaled`
-W4A16 (measured on the H200 beside the unpack path production takes there)."""
+table x activation format x code path, plus the bf16-weight baseline, sm90's `dot_scaled`
+W4A16 (measured on the H200 beside the unpack path production takes there) and gfx950's unpack
+path with its inline-assembly upcast. The unpack path takes the arch's word upcast
+(`moe.config.choose_upcast`: inline PTX on sm90/sm100, pure Triton on gfx942)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,10 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
             both = path == "unpack" or act == "none"
             for fast in (True, False) if both else (False,):
                 out += moe_pair(arch, cfg, experts, hidden, inter, act, path, key, fast)
+            # gfx950's unpack path (`path="unpack"`): the hardware-convert word upcast
+            # (moe/_upcast.py), the alternative to dot_scaled's upcast a GPU run can compare.
+            if table is None and arch == "gfx950" and act == "none":
+                out += moe_pair(arch, cfg, experts, hidden, inter, act, "unpack", key, True)
     # Hopper's dot_scaled W4A16 (a software upcast Triton emits; not what sm90 launches) at the
     # tiles the H200 measured it with, where it beat the unpack path (docs/kernels-moe.md), so
     # the cost model can rank the two paths on compiled code.
@@ -71,7 +77,10 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
 def moe_pair(
     arch, cfg, experts, hidden, inter, act, path, key, fast=False, w16=False
 ) -> list[Case]:
+    from sgl_kernel_rocm.moe.config import choose_upcast
+
     a4 = act == "mxfp4"
+    upcast = choose_upcast(arch, cfg) if path == "unpack" and not w16 else "triton"
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     ce = {
         "BLOCK_M": bm,
@@ -85,11 +94,18 @@ def moe_pair(
         "WORDS": path == "unpack",
         "FULL_SCALE_RANGE": not fast,
         "W16": w16,
+        "UPCAST": upcast,
     }
     expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
         expect.append("mfma_scale" if a4 else "cvt_scalef32")
+    # The inline-assembly upcasts (moe/_upcast.py) must show their instruction.
+    if upcast == "gfx950":
+        expect.append("cvt_scalef32")
+    elif upcast == "ptx":
+        expect.append("bf16x2_mul")
     variant = "+fastscale" if fast else ""
+    variant += f"+{upcast}" if upcast != "triton" else ""
     wfmt = "w16a16" if w16 else "w4a4" if a4 else "w4a16"
     label = f"{wfmt}:{path}{variant}@{key}"
     if w16:
@@ -125,6 +141,7 @@ def moe_pair(
                     ("stride_wse", rows * k), ("stride_wsn", k))  # fmt: skip
         return ptrs, ints
 
+    shape = (("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter))  # both GEMMs
     ptrs, ints = gemm("x", 2 * inter, hidden)
     gate = build(
         kernel="moe.gate_up",
@@ -133,10 +150,7 @@ def moe_pair(
             ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")] + routing
         ),  # fmt: skip
         ints=(
-            ("n_slots", slots),
-            ("top_k", 8),
-            ("H", hidden),
-            ("INTER", inter),
+            *shape,
             *ints,
             ("stride_out", inter),
             ("stride_outq", inter // 2),
@@ -162,10 +176,7 @@ def moe_pair(
             ]
         ),  # fmt: skip
         ints=(
-            ("n_slots", slots),
-            ("top_k", 8),
-            ("H", hidden),
-            ("INTER", inter),
+            *shape,
             *ints,
             ("stride_out", hidden),
             ("stride_sum", hidden),

@@ -33,7 +33,6 @@ def reduce_cases(arch: str) -> list[Case]:
                     ("stride_xh", 1),
                     ("num_splits", 7),
                 ),  # fmt: skip
-                floats=(),
                 constexprs=(
                     ("DV", dv),
                     ("BLOCK_S", 8),
@@ -41,8 +40,6 @@ def reduce_cases(arch: str) -> list[Case]:
                     ("WRITE_LSE", True),
                 ),  # fmt: skip
                 cfg={"num_warps": 4, "num_stages": 2},
-                stream="",
-                stream_bytes_per_iter=0,
             )
         )
     return out

@@ -64,9 +64,11 @@ def _moe_config(table: dict, experts: int, hidden: int, inter: int, tokens: int)
     return {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")}
 
 
-def _moe_cases(cfg: dict, shape, path: str, fast: bool, w16: bool, arch: str) -> list[C.Case]:
+def _moe_cases(
+    cfg: dict, shape, path: str, fast: bool, w16: bool, arch: str, act: str = "none"
+) -> list[C.Case]:
     experts, hidden, inter = shape
-    pair = C.moe_pair(arch, cfg, experts, hidden, inter, "none", path, "run", fast, w16)
+    pair = C.moe_pair(arch, cfg, experts, hidden, inter, act, path, "run", fast, w16)
     # The GPU check passes no shared-expert output (down's HAS_SHARED off).
     out = []
     for c in pair:
@@ -114,8 +116,10 @@ def row_kernels(
         elif moe_table is not None:
             cfg = _moe_config(moe_table, *shape, r["tokens"])
         else:
-            cfg = resolve_config(arch, r["tokens"], *shape, "none")[0]
-        cfg = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")}
+            cfg = resolve_config(arch, r["tokens"], *shape, r.get("act_quant", "none"))[0]
+        # The launch config, and the word upcast when the row names one (moe.config).
+        cfg = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages",
+                                   "upcast") if k in cfg}  # fmt: skip
         if kind == "moe_bf16":
             path, fast, w16 = "bf16", False, True
         else:
@@ -123,7 +127,8 @@ def row_kernels(
             # Rows name the load-time layout they ran with, else `prepared` says.
             fast = r.get("weight_layout", "prepared" if prepared else "None") != "None"
             w16 = False
-        gate, down = _moe_cases(cfg, shape, path, fast, w16, arch)
+        act = r.get("act_quant", "none")  # "mxfp4": W4A4
+        gate, down = _moe_cases(cfg, shape, path, fast, w16, arch, act)
         cases.update({gate.key: gate, down.key: down})
         gl, dl = moe_launches(gate, down, *shape, r["tokens"])
         return [("moe.gate_up", [_kernel(gate, gl)]), ("moe.down", [_kernel(down, dl)])]

@@ -1,0 +1,64 @@
+"""Which of our SGLang platforms claims a process: `mx_cpu`, `mx_cuda` or none (SGLang's own).
+
+One pure function of the facts (`choose`), so the rule is tested without a GPU, and one reader of
+this process's facts (`current_choice`). The rule:
+
+- SGLANG_MX_DISABLE=1: none (plain SGLang).
+- no GPU, or SGLANG_MX_FORCE_CPU=1: `mx_cpu`.
+- a ROCm GPU: none; SGLang's ROCm platform (our plugin still registers backends and the MoE).
+- a CUDA GPU with SGLANG_MX_PLATFORM=cuda-native: `mx_cuda`.
+- a CUDA GPU whose Python has no real `sgl_kernel` (our stand-in does not count): `mx_cuda`,
+  since SGLang's in-tree CUDA platform calls sgl_kernel from its custom ops.
+- a CUDA GPU with the real `sgl_kernel`: none; nothing changes on a real SGLang GPU image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MX_CPU = "mx_cpu"
+MX_CUDA = "mx_cuda"
+
+
+@dataclass(frozen=True)
+class Facts:
+    disabled: bool
+    force_cpu: bool
+    gpu: bool  # torch.cuda.is_available()
+    hip: bool  # torch.version.hip is set (a ROCm torch)
+    sgl_kernel: bool  # the real sgl_kernel package can be found
+    wanted: str  # SGLANG_MX_PLATFORM: "auto" or "cuda-native"
+
+
+def choose(f: Facts) -> str | None:
+    """The platform name for these facts, or None for SGLang's in-tree platform."""
+    if f.disabled:
+        return None
+    if f.force_cpu or not f.gpu:
+        return MX_CPU
+    if f.hip:
+        return None
+    if f.wanted == "cuda-native" or not f.sgl_kernel:
+        return MX_CUDA
+    return None
+
+
+def current_facts() -> Facts:
+    import torch
+
+    from sglang_mx.env import ENV
+    from sglang_mx.seam.cpu_setup import real_package_available
+
+    gpu = bool(torch.cuda.is_available())
+    return Facts(
+        disabled=ENV.disabled,
+        force_cpu=ENV.force_cpu,
+        gpu=gpu,
+        hip=torch.version.hip is not None,
+        sgl_kernel=gpu and real_package_available("sgl_kernel"),
+        wanted=ENV.mx_platform,
+    )
+
+
+def current_choice() -> str | None:
+    return choose(current_facts())

@@ -1,0 +1,85 @@
+"""What the tiny-model trainers and evaluators share (imported as a sibling: the scripts run as
+`python scripts/NAME.py`): the size and MoE routing both bundled model families are built with,
+the evaluators' command line and the GLM-5 evaluators' held-out setup."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.testing.corpus import CORPUS_BYTES, encode_stream, stdlib_files
+
+
+def shared_config(vocab_size: int, eos_id: int, max_positions: int) -> dict:
+    """Config fields the GLM-4.5-style and GLM-5-style tiny models have in common: 4 layers of
+    width 256 (the first dense), 16 routed experts, top-4, one shared expert, no group limit."""
+    return {
+        "vocab_size": vocab_size,
+        "hidden_size": 256,
+        "intermediate_size": 512,  # the dense first layer
+        "num_hidden_layers": 4,
+        "first_k_dense_replace": 1,
+        "num_attention_heads": 4,
+        "n_routed_experts": 16,
+        "num_experts_per_tok": 4,
+        "n_shared_experts": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": True,
+        "max_position_embeddings": max_positions,
+        "eos_token_id": eos_id,
+        "pad_token_id": eos_id,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    }
+
+
+def _parser(doc: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def train_parser(doc: str, minutes: float) -> argparse.ArgumentParser:
+    """A trainer's parser with the flags both trainers take: --out, --minutes, --corpus-mb."""
+    ap = _parser(doc)
+    ap.add_argument("--out", type=Path, required=True, help="output checkpoint directory (bf16)")
+    ap.add_argument("--minutes", type=float, default=minutes, help="wall-clock training budget")
+    ap.add_argument("--corpus-mb", type=float, default=12.0, help="stdlib bytes to read")
+    return ap
+
+
+def eval_parser(doc: str, out: str, windows: int, windows_help: str) -> argparse.ArgumentParser:
+    """An evaluator's parser with the flags every evaluator takes: --out (the result JSON) and
+    --windows (how many held-out windows)."""
+    ap = _parser(doc)
+    ap.add_argument("--out", type=Path, default=Path(out))
+    ap.add_argument("--windows", type=int, default=windows, help=windows_help)
+    return ap
+
+
+def glm5_eval_parser(
+    doc: str, out: str, windows: int, mass_windows: int, mass_help: str
+) -> argparse.ArgumentParser:
+    """eval_parser plus what both GLM-5 evaluators take: --mass-windows (windows for the
+    indexer's top-k attention mass) and --threads."""
+    ap = eval_parser(doc, out, windows, "held-out windows per perplexity")
+    ap.add_argument("--mass-windows", type=int, default=mass_windows, help=mass_help)
+    ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")
+    return ap
+
+
+def glm5_held_out(threads: int, corpus_bytes: int = CORPUS_BYTES):
+    """(bf16 dir, MXFP4 dir, held-out token stream, index_topk) of the bundled GLM-5 model, with
+    torch limited to `threads` threads."""
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(threads)
+    bf16, mxfp4 = bundled_model_path("glm5-bf16"), bundled_model_path("glm5-mxfp4")
+    tok = AutoTokenizer.from_pretrained(bf16)
+    _, held = stdlib_files(corpus_bytes)
+    ids = encode_stream(tok, held, tok.eos_token_id)
+    topk = json.loads((Path(bf16) / "config.json").read_text())["index_topk"]
+    return bf16, mxfp4, ids, topk

@@ -1,0 +1,190 @@
+"""The GPU serving check's record (scripts/gpu_serve_check.sh) against the CPU server on the same
+prompts: greedy tokens equal, or first different only at a CPU near-tie, log-probs within
+float32 noise (bounds derived in sglang_mx.testing.serve_compare).
+
+- docs/results/gpu-serve-sm90.json (an H200 run), whenever it is committed: compared with a live
+  CPU server started with the record's own model and arguments, and its checks must all hold.
+- docs/results/gpu-serve-cpu.json (the script's CPU dry run): the same comparison, so the
+  machinery runs with no GPU record; a planted mismatch in it must be found.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.testing import serve_probe
+from sglang_mx.testing.serve_compare import compare, compare_answer, float32_tol
+from sglang_mx.testing.server import start_server
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+DRY_RUN = RESULTS / "gpu-serve-cpu.json"
+H200 = RESULTS / "gpu-serve-sm90.json"
+# The bf16 model whose attention and indexer weights the tiny GLM-5 MXFP4 checkpoints share
+# (only MLP/expert weights are quantized): G, the FP8 index-key effect, is measured on it.
+SIBLING = {"tiny-glm5": "glm5-bf16"}
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def dry_run() -> dict:
+    assert DRY_RUN.is_file(), (
+        f"{DRY_RUN} missing: run GPU_SERVE_DRY_RUN=1 scripts/gpu_serve_check.sh"
+    )
+    return load(DRY_RUN)
+
+
+_tolerances: dict[tuple, tuple[float, float]] = {}
+
+
+def tolerances(rec: dict) -> tuple[float, float]:
+    """(TOL, TOL_long) for a record's model and long prompt (serve_compare's docstring)."""
+    key = (rec["model"], tuple(rec["prompts"]["long"][0]))
+    if key not in _tolerances:
+        _tolerances[key] = _derive_tolerances(rec)
+    return _tolerances[key]
+
+
+def _derive_tolerances(rec: dict) -> tuple[float, float]:
+    import torch
+    from sglang_mx.testing.dsa_selection import fp8_index_keys
+    from sglang_mx.testing.hf_reference import load_hf, token_logprobs
+
+    config = json.loads((Path(bundled_model_path(rec["model"])) / "config.json").read_text())
+    tol = float32_tol(config["num_hidden_layers"])
+    sibling = next(v for k, v in SIBLING.items() if rec["model"].startswith(k))
+    hf = load_hf(bundled_model_path(sibling))
+    ids = rec["prompts"]["long"][0]
+    with torch.no_grad():
+        reference = token_logprobs(hf, ids)
+        with fp8_index_keys():
+            g = (token_logprobs(hf, ids) - reference).abs()
+    return tol, 2 * float(g.mean()) + tol
+
+
+_records: dict[tuple, dict] = {}
+
+
+def cpu_record(rec: dict) -> dict:
+    """The CPU server's record on `rec`'s prompts, model and arguments (one server per pair)."""
+    key = (rec["model"], tuple(rec["server_args"]))
+    if key not in _records:
+        handle = start_server(bundled_model_path(rec["model"]), rec["server_args"])
+        try:
+            got = serve_probe.greedy_record(handle.base_url, rec["prompts"], timeout=600)
+        finally:
+            handle.stop()
+        assert not got["failures"], got["failures"]
+        _records[key] = {"prompts": rec["prompts"], "greedy": got}
+    return _records[key]
+
+
+def test_bound_is_float32_noise_for_this_depth():
+    # 4 layers x 6 reductions x sqrt(2048) x 2**-24 x 30, x4 (two sides, log-softmax)
+    assert float32_tol(4) == pytest.approx(7.8e-3, rel=0.01)
+
+
+def answer(ids: list[int], lps: list[float], tops: list[list[list]]) -> dict:
+    return {"output_ids": ids, "logprobs": lps, "top": tops}
+
+
+def test_near_tie_divergence_is_allowed_and_a_wide_one_is_not():
+    tol = 1e-3
+    cpu = answer([5, 6], [-0.1, -0.2], [[[5, -0.1], [9, -3.0]], [[6, -0.2], [7, -0.2015]]])
+    near = answer([5, 7], [-0.1, -0.2], [[[5, -0.1]], [[7, -0.2]]])
+    assert compare_answer("x", near, cpu, tol) == []  # margin 1.5e-3 <= 2 * tol
+    wide = answer([9, 6], [-3.0, -0.2], [[[9, -3.0]], [[6, -0.2]]])
+    assert "not a near-tie" in str(compare_answer("x", wide, cpu, tol)[0])
+    unknown = answer([4, 6], [-0.1, -0.2], [[[4, -0.1]], [[6, -0.2]]])
+    assert "not in the CPU's top" in str(compare_answer("x", unknown, cpu, tol)[0])
+    shifted = answer([5, 6], [-0.1 + 5 * tol, -0.2], cpu["top"])
+    assert "log-prob gap" in str(compare_answer("x", shifted, cpu, tol)[0])
+
+
+@pytest.mark.server
+def test_dry_run_record_matches_the_cpu_server(dry_run):
+    assert dry_run["dry_run"] and not dry_run["failures"], dry_run["failures"]
+    assert all(dry_run["checks"].values()), dry_run["checks"]
+    tol, long_tol = tolerances(dry_run)
+    found = compare(dry_run, cpu_record(dry_run), tol, long_tol)
+    assert found == [], "\n".join(map(str, found))
+
+
+@pytest.mark.server
+def test_planted_mismatches_are_found(dry_run):
+    tol, long_tol = tolerances(dry_run)
+    cpu = cpu_record(dry_run)
+    # A greedy token the CPU ranked last of its top log-probs (far from a tie) at step 3.
+    planted = copy.deepcopy(dry_run)
+    ans = planted["greedy"]["short"][1]
+    ans["output_ids"][3] = int(cpu["greedy"]["short"][1]["top"][3][-1][0])
+    found = compare(planted, cpu, tol, long_tol)
+    assert [f.where for f in found] == ["short[1] step 3"], found
+    # The same tokens with log-probs off by a few bounds.
+    planted = copy.deepcopy(dry_run)
+    planted["greedy"]["concurrent"][7]["logprobs"][0] += 3 * tol
+    assert [f.where for f in compare(planted, cpu, tol, long_tol)] == ["concurrent[7] step 0"]
+    # The long prompt's log-probs shifted past the FP8-selection bound.
+    planted = copy.deepcopy(dry_run)
+    lps = planted["greedy"]["long"][0]["prompt_logprobs"]
+    planted["greedy"]["long"][0]["prompt_logprobs"] = [lps[0]] + [x - 2 * long_tol for x in lps[1:]]
+    assert [f.where for f in compare(planted, cpu, tol, long_tol)] == ["long[0] prompt"]
+    # A missing answer.
+    planted = copy.deepcopy(dry_run)
+    planted["greedy"]["repeat"][1] = None
+    assert [f.where for f in compare(planted, cpu, tol, long_tol)] == ["repeat[1]"]
+
+
+@pytest.mark.server
+@pytest.mark.skipif(not H200.is_file(), reason=f"no H200 record committed ({H200.name})")
+def test_h200_record_matches_the_cpu_server():
+    gpu = load(H200)
+    assert not gpu["dry_run"] and gpu["versions"]["arch"] == "sm90"
+    assert not gpu["failures"], gpu["failures"]
+    failed = [name for name, ok in gpu["checks"].items() if not ok]
+    assert not failed, failed  # graphs used for decode, every request answered, cached tokens...
+    tol, long_tol = tolerances(gpu)
+    found = compare(gpu, cpu_record(gpu), tol, long_tol)
+    assert found == [], "\n".join(map(str, found))
+
+
+def script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_carried_site_gets_our_entry_points(tmp_path):
+    import importlib.metadata as md
+
+    script("gpu_serve_check").write_entry_points(tmp_path)
+    (dist,) = md.distributions(path=[str(tmp_path)])
+    eps = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
+    assert eps[("sglang.srt.platforms", "mx_cuda")] == "sglang_mx.seam.platform:activate_cuda"
+    assert eps[("sglang.srt.plugins", "sglang_mx")] == "sglang_mx.seam.plugin:register"
+
+
+def test_carried_set_list():
+    rows = script("gpu_serve_assets").read_list()
+    names = [r.name for r in rows]
+    assert len(names) == len(set(names))
+    carried = {r.name for r in rows if r.role == "carried"}
+    assert "sglang" in carried and "xgrammar" in carried
+    # The platform exists so SGLang runs without these: they are never carried.
+    assert not carried & {"sgl-kernel", "sglang-kernel", "flashinfer-python", "torch"}
+    shims = ROOT / "python" / "sglang_mx" / "_cpu_shims"
+    for module, dist in (("IPython", "ipython"), ("soundfile", "soundfile")):
+        assert next(r for r in rows if r.name == dist).role == "stand-in"
+        assert (shims / f"{module.lower()}_shim" / module / "__init__.py").is_file()

@@ -168,7 +168,12 @@ def fit(obs: list[Observation]) -> Calibration:
     w = 1.0 / np.maximum(y, 1e-6)
     x = _nonneg_lstsq(a * w[:, None], y * w)
     t = dict(zip(TERMS, (float(v) for v in x), strict=True))
-    cost = LinearStepCost(
+    return Calibration(cost_from_terms(t), t["frontend"], t, obs)
+
+
+def cost_from_terms(t: dict[str, float]) -> LinearStepCost:
+    """The step cost the TERMS describe (a decode row pays per_request + per_token)."""
+    return LinearStepCost(
         base_s=t["base"],
         per_prefill_token_s=t["per_token"],
         per_prefill_key_s=0.0,
@@ -178,4 +183,3 @@ def fit(obs: list[Observation]) -> Calibration:
         per_prefill_pair_s=t["per_pair"],
         per_prefill_request_s=t["per_request"],
     )
-    return Calibration(cost, t["frontend"], t, obs)

@@ -20,16 +20,7 @@ TRUE = {
 
 
 def cost_of(t: dict) -> LinearStepCost:
-    return LinearStepCost(
-        base_s=t["base"],
-        per_prefill_token_s=t["per_token"],
-        per_prefill_key_s=0.0,
-        per_decode_s=t["per_request"] + t["per_token"],
-        per_decode_key_s=t["per_pair"],
-        prefill_base_s=t["prefill_base"],
-        per_prefill_pair_s=t["per_pair"],
-        per_prefill_request_s=t["per_request"],
-    )
+    return C.cost_from_terms(t)
 
 
 def simulated(t: dict) -> dict:

@@ -76,7 +76,15 @@ class NextN(torch.nn.Module):
             f"{prefix}.shared_head.norm.weight": self.block.norm.weight,
         }
         for k, v in self.block.layers[0].state_dict().items():
-            out[f"{prefix}.{k}"] = v
+            if k == "mlp.experts.gate_up_proj":  # [E, 2I, H], gate half first: one per expert
+                for e, (gate, up) in enumerate(t.chunk(2, dim=0) for t in v):
+                    out[f"{prefix}.mlp.experts.{e}.gate_proj.weight"] = gate
+                    out[f"{prefix}.mlp.experts.{e}.up_proj.weight"] = up
+            elif k == "mlp.experts.down_proj":  # [E, H, I]
+                for e, down in enumerate(v):
+                    out[f"{prefix}.mlp.experts.{e}.down_proj.weight"] = down
+            else:
+                out[f"{prefix}.{k}"] = v
         return {
             k: (v.float() if k.endswith("e_score_correction_bias") else v.to(torch.bfloat16))
             .detach()
@@ -123,6 +131,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-windows", type=int, default=24)
+    ap.add_argument("--init", type=Path, default=None, help="resume from a run's mtp-state.pt")
     args = ap.parse_args()
 
     from sglang_mx.assets import bundled_model_path
@@ -140,6 +149,8 @@ def main() -> None:
     train_ids = encode_stream(tokenizer, train_texts, tokenizer.eos_token_id)
     held_ids = encode_stream(tokenizer, held_texts, tokenizer.eos_token_id)
     mtp = NextN(main_model).float()
+    if args.init is not None:
+        mtp.load_state_dict(torch.load(args.init))
     before = evaluate(main_model, mtp, held_ids, args.seq, args.eval_windows)
     print(f"before: {before}", flush=True)
     params = [p for p in mtp.parameters() if p.requires_grad]
@@ -176,6 +187,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     layer = main_model.config.num_hidden_layers
     save_file(mtp.checkpoint_tensors(layer), str(args.out / "mtp.safetensors"))
+    torch.save(mtp.state_dict(), args.out / "mtp-state.pt")  # to resume with --init
     meta = {
         "what": "NextN (MTP) layer of the tiny GLM-5, loss on x[t+2], main model frozen",
         "layer": layer,

@@ -121,7 +121,7 @@ def test_serve_passes_sglang_arguments_through(capsys):
     cmd = capsys.readouterr().out.split()
     assert cmd[1:3] == ["-m", "sglang.launch_server"]
     assert cmd[cmd.index("--port") + 1] == "31234"
-    assert cmd[cmd.index("--model-path") + 1].endswith("tiny-glm5-mxfp4")
+    assert cmd[cmd.index("--model-path") + 1].endswith("tiny-glm5-quark")
     assert "--enable-cache-report" in cmd
     assert cmd[-4:] == ["--tp", "8", "--mem-fraction-static", "0.8"]
 

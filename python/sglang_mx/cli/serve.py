@@ -52,7 +52,7 @@ def build_command(args: argparse.Namespace) -> list[str]:
     if model is None:
         from sglang_mx.assets import bundled_model_path
 
-        model = bundled_model_path("glm5-mxfp4")
+        model = bundled_model_path("glm5-quark")
     cmd = [
         sys.executable,
         "-m",

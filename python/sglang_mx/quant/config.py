@@ -30,6 +30,12 @@ class MxFp4ExpertsConfig(QuantizationConfig):
         self.quant_config.setdefault("layer_quant_config", {})
         self.quant_config.setdefault("layer_type_quant_config", {})
         self.exclude_layers = list(scheme.exclude)
+        # SGLang's loader adds the model class's fused-module map (fused_qkv_a_proj_with_mqa,
+        # gate_up_proj) to the dict; QuarkConfig reads it from there, so the NextN draft (whose
+        # config is a copy of this one) sees it too.
+        mapping = self.quant_config.get("packed_modules_mapping")
+        if mapping:
+            self.packed_modules_mapping = dict(mapping)
 
     def get_name(self) -> str:
         return self._name

@@ -3,7 +3,8 @@ SGLang process: main, tokenizer, scheduler, detokenizer.
 
 Each hook into SGLang lives with its concern; `register()` only wires them, in this order:
 (1) a CPU-only box is made ready for SGLang's CPU engine (`cpu_setup`), (2) the request guards
-(`guards.hooks`), (3) on a CPU box, what DSA models need there (`attention.dsa_cpu`), (4) the
+(`guards.hooks`), (3) on a CPU box, what DSA models and EAGLE (MTP) speculative decoding need
+there (`attention.dsa_cpu`, `seam.spec_cpu`), (4) the
 `mx_triton` and `mx_dsa` attention backends, (5) the checkpoint check before SGLang loads
 weights (`checkpoint`), (6) on a GPU node, the MXFP4 MoE takeover (`quant.takeover`).
 """
@@ -35,7 +36,10 @@ def register() -> None:
     if ENV.guards:
         guard_hooks.register()
     if cpu_box:
+        from sglang_mx.seam import spec_cpu
+
         dsa_cpu.register()
+        spec_cpu.register()
     registry.register()
     checkpoint.register_load_check()
     if not cpu_box and moe_dispatch().owner == "sglang_mx":

@@ -141,3 +141,16 @@ def test_serve_restart_flags_are_ours_not_sglangs(capsys):
     assert cmd[-2:] == ["--tp", "2"]
     r = run_cli("serve", "--dry-run", "--restart", "always")
     assert r.returncode == 2 and "invalid choice: 'always'" in r.stderr
+
+
+def test_serve_mtp_adds_sglang_eagle_arguments(capsys):
+    assert main(["serve", "--dry-run", "--mtp", "--port", "31235"]) == 0
+    cmd = capsys.readouterr().out.split()
+    assert cmd[cmd.index("--model-path") + 1].endswith("tiny-glm5-quark")  # has a NextN layer
+    at = cmd.index("--speculative-algorithm")
+    assert cmd[at : at + 8] == [
+        "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
+    ]  # fmt: skip
+    assert main(["serve", "--dry-run"]) == 0
+    assert "--speculative-algorithm" not in capsys.readouterr().out

@@ -41,11 +41,12 @@ pytestmark = pytest.mark.server
 
 VOCAB = 2048
 # (checkpoint, activation mode, MXFP4 linears: layer 0's dense MLP + 3 MoE layers' shared
-# experts, x2 for gate_up and down; the shipped sglang_mx checkpoint quantizes experts only,
+# experts, x2 for gate_up and down; the shipped Quark checkpoint excludes the dense MLP,
 # bound on mean KL in nats, bound on top-1 agreement).
 # Measured 2026-11-30 on the 2-core CPU box (SGLang 0.5.23, served in bf16, 167 positions):
 #   quark-full W4A4     mean KL 0.090, top-1 0.832
-#   shipped-mxfp4 W4A16 mean KL 0.027, top-1 0.928
+#   shipped-mxfp4 W4A16 mean KL 0.027, top-1 0.928 (sglang_mx format, the default until 2026-12-01)
+#   shipped-quark W4A16 mean KL 0.030, top-1 0.928 (2026-12-01: Quark layout, shared experts too)
 #   served tiny-glm5-bf16 (no quantization; bf16 activations, FP8 index keys) 0.002, 0.988
 # Bounds: ~3x the measured KL and ~2x the measured disagreement, room for bf16 drift and a
 # retrained model. What they must catch: the routed_scaling_factor 2.5 dropped (routed-expert

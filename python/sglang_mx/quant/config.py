@@ -122,7 +122,12 @@ class MxFp4ExpertsConfig(QuantizationConfig):
             return False
         from sglang_mx.quant.scheme import describe_weight, is_mxfp4_weight
 
-        weight = self._find_matched_config(prefix, layer).get("weight")
+        if not (
+            self.quant_config.get("global_quant_config")
+            or self.quant_config.get("layer_quant_config")
+        ):
+            return self.scheme.quantizes_linear  # built from a scheme alone, no Quark dict
+        weight = (self._find_matched_config(prefix, layer) or {}).get("weight")
         if not weight or is_mxfp4_weight(weight):
             return bool(weight)
         raise NotImplementedError(

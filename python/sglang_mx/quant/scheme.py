@@ -58,7 +58,10 @@ class MxScheme:
         return None
 
     def is_mxfp4(self, module: str) -> bool:
-        """Whether a Quark `module` that is not excluded is stored as MXFP4."""
+        """Whether a `module` that is not excluded is stored as MXFP4 (ours: every quantized
+        module; Quark: per `layer_quant_config`, else the global config)."""
+        if self.source != "quark":
+            return True
         entry = self.layer_pattern(module)
         return self.quantizes_linear if entry is None else entry[1]
 

@@ -57,11 +57,12 @@ model: setup
 	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm-moe-bf16 $(ASSETS)/tiny-glm-moe-mxfp4
 	$(BIN)/python scripts/eval_tiny_model.py
 
-# Re-train the bundled tiny GLM-5-architecture model (MLA + DSA, ~25 min on 2 cores), quantize it.
+# Re-train the bundled tiny GLM-5-architecture model (MLA + DSA, ~25 min on 2 cores) and its MTP
+# layer (~10 min), write the Quark-layout default.
 model-glm5: setup
 	nice $(BIN)/python scripts/train_tiny_glm5.py --out $(ASSETS)/tiny-glm5-bf16 --minutes 25
-	rm -rf $(ASSETS)/tiny-glm5-mxfp4
-	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm5-bf16 $(ASSETS)/tiny-glm5-mxfp4
+	nice $(BIN)/python scripts/train_tiny_glm5_mtp.py --out build/mtp --minutes 10
+	$(BIN)/python scripts/build_tiny_glm5_quark.py --mtp build/mtp --out $(ASSETS)/tiny-glm5-quark
 	$(BIN)/python scripts/eval_tiny_glm5.py
 
 lint: setup

@@ -80,6 +80,23 @@ def default_server_handle():
 
 
 @pytest.fixture(scope="session")
+def mtp_server_handle():
+    """`sglang-mx serve --mtp`: the default model with its NextN layer as SGLang's EAGLE draft
+    (target verify and draft extend through mx_dsa), shared by the session."""
+    from sglang_mx.cli.serve import MTP_ARGS
+    from sglang_mx.testing.server import default_serve_args
+
+    model, args = default_serve_args()
+    yield from _session_server(model, [*args, *MTP_ARGS])
+
+
+@pytest.fixture(scope="session")
+def mtp_server(mtp_server_handle):
+    """Base URL of the session's MTP (EAGLE) server."""
+    return mtp_server_handle.base_url
+
+
+@pytest.fixture(scope="session")
 def default_server(default_server_handle):
     """Base URL of the session's default-model server."""
     return default_server_handle.base_url

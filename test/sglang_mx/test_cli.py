@@ -115,7 +115,7 @@ def test_serve_passes_sglang_arguments_through(capsys):
     cmd = capsys.readouterr().out.split()
     assert cmd[1:3] == ["-m", "sglang.launch_server"]
     assert cmd[cmd.index("--port") + 1] == "31234"
-    assert cmd[cmd.index("--model-path") + 1].endswith("tiny-glm5-mxfp4")
+    assert cmd[cmd.index("--model-path") + 1].endswith("tiny-glm5-quark")
     assert "--enable-cache-report" in cmd
     assert cmd[-4:] == ["--tp", "8", "--mem-fraction-static", "0.8"]
 
@@ -135,3 +135,16 @@ def test_serve_restart_flags_are_ours_not_sglangs(capsys):
     assert cmd[-2:] == ["--tp", "2"]
     r = run_cli("serve", "--dry-run", "--restart", "always")
     assert r.returncode == 2 and "invalid choice: 'always'" in r.stderr
+
+
+def test_serve_mtp_adds_sglang_eagle_arguments(capsys):
+    assert main(["serve", "--dry-run", "--mtp", "--port", "31235"]) == 0
+    cmd = capsys.readouterr().out.split()
+    assert cmd[cmd.index("--model-path") + 1].endswith("tiny-glm5-quark")  # has a NextN layer
+    at = cmd.index("--speculative-algorithm")
+    assert cmd[at : at + 8] == [
+        "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
+    ]  # fmt: skip
+    assert main(["serve", "--dry-run"]) == 0
+    assert "--speculative-algorithm" not in capsys.readouterr().out

@@ -29,7 +29,7 @@ def test_make_fuzz_covers_both_models():
         f"glm5-default: {model} {' '.join(args)}, 15 min",
         f"glm45-mxfp4: {bundled_model_path('mxfp4')} --enable-cache-report, 15 min",
     ]
-    assert "tiny-glm5-mxfp4" in model
+    assert "tiny-glm5-quark" in model
 
 
 def test_one_model_gets_the_whole_budget():

@@ -5,8 +5,9 @@ method, MXFP4 linear method) stay close to the bf16 model:
 - the AMD Quark full layout written at test time by `sglang-mx quantize --format quark` (routed
   experts, shared experts and layer 0's dense MLP in MXFP4 W4A4; attention, indexer, router gate
   and lm_head excluded);
-- the shipped `tiny-glm5-mxfp4` (our sglang_mx format: routed experts MXFP4, W4A16), i.e. what
-  `sglang-mx serve` serves by default.
+- the shipped `tiny-glm5-quark` (Quark's file2file layout as amd/GLM-5.2-MXFP4 ships: routed and
+  shared experts MXFP4, exact-name excludes, MTP layer bf16; W4A16), i.e. what `sglang-mx serve`
+  serves by default.
 
 One server at a time (module-scoped, parametrized); each is compared with the bf16 model's
 float32 transformers forward on the same held-out sample as the GLM-4.5 test
@@ -40,11 +41,12 @@ pytestmark = pytest.mark.server
 
 VOCAB = 2048
 # (checkpoint, activation mode, MXFP4 linears: layer 0's dense MLP + 3 MoE layers' shared
-# experts, x2 for gate_up and down; the shipped sglang_mx checkpoint quantizes experts only,
+# experts, x2 for gate_up and down; the shipped Quark checkpoint excludes the dense MLP,
 # bound on mean KL in nats, bound on top-1 agreement).
 # Measured 2026-11-30 on the 2-core CPU box (SGLang 0.5.23, served in bf16, 167 positions):
 #   quark-full W4A4     mean KL 0.090, top-1 0.832
-#   shipped-mxfp4 W4A16 mean KL 0.027, top-1 0.928
+#   shipped-mxfp4 W4A16 mean KL 0.027, top-1 0.928 (sglang_mx format, the default until 2026-12-01)
+#   shipped-quark W4A16 mean KL 0.030, top-1 0.928 (2026-12-01: Quark layout, shared experts too)
 #   served tiny-glm5-bf16 (no quantization; bf16 activations, FP8 index keys) 0.002, 0.988
 # Bounds: ~3x the measured KL and ~2x the measured disagreement, room for bf16 drift and a
 # retrained model. What they must catch: the routed_scaling_factor 2.5 dropped (routed-expert
@@ -52,7 +54,7 @@ VOCAB = 2048
 # twice 1.04, 0.52; a wrong nibble order or scale costs whole nats.
 CHECKPOINTS = [
     ("quark-full", "W4A4", 8, 0.25, 0.70),
-    ("shipped-mxfp4", "W4A16", 0, 0.08, 0.85),
+    ("shipped-quark", "W4A16", 6, 0.08, 0.85),
 ]
 
 
@@ -74,7 +76,7 @@ def bf16_logprobs(held_out_ids):
 @pytest.fixture(scope="module", params=CHECKPOINTS, ids=[c[0] for c in CHECKPOINTS])
 def mxfp4_server(request, tmp_path_factory):
     name, mode, linears, max_kl, min_top1 = request.param
-    if name == "shipped-mxfp4":  # what `sglang-mx serve` serves: the session's server for it
+    if name == "shipped-quark":  # what `sglang-mx serve` serves: the session's server for it
         handle = request.getfixturevalue("default_server_handle")
         yield handle, name, mode, linears, max_kl, min_top1
         return

@@ -4,7 +4,8 @@ fuzz` has saved (test/sglang_mx/fuzz_regressions/*.json), each against both sess
 
 - the GLM-4.5 tiny MXFP4 model (GQA attention, torch_native);
 - the default model, what `sglang-mx serve` serves (tiny GLM-5 MXFP4: mx_dsa attention, MLA +
-  DSA indexer, page 64, chunked prefill).
+  DSA indexer, page 64, chunked prefill);
+- the same with MTP (`sglang-mx serve --mtp`: SGLang's EAGLE over its NextN layer).
 
 No answer may be a 5xx or carry a traceback, and after each request the server must still
 generate exactly one token for a 1-token request (sglang_mx.testing.liveness). That the
@@ -34,6 +35,7 @@ MAX_CASES = 100_000
 SERVERS = {
     "glm45-mxfp4": ("mxfp4_server", "torch_native", 1),
     "glm5-default": ("default_server", "mx_dsa", 64),
+    "glm5-mtp": ("mtp_server", "mx_dsa", 64),  # EAGLE: target verify + draft extend
 }
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.json"))
 

@@ -40,14 +40,22 @@ def _use_triton(device: Any) -> bool:
 
 
 def requests_of(forward_batch: Any, req_to_token: torch.Tensor) -> list[dsa_math.Request]:
-    """The batch as requests (new tokens at the end of each request's cached tokens)."""
+    """The batch as requests (new tokens at the end of each request's cached tokens): decode,
+    extend (prefill, radix prefix, chunked, mixed) and EAGLE's target-verify / draft-extend."""
     seq_lens = forward_batch.seq_lens_cpu
     if seq_lens is None:
         seq_lens = forward_batch.seq_lens.cpu()
     seq_lens = [int(n) for n in seq_lens.tolist()]
-    if forward_batch.forward_mode.is_decode_or_idle():
+    mode = forward_batch.forward_mode
+    if mode.is_decode_or_idle():
         extends = [1] * len(seq_lens)
-    else:
+    elif mode.is_target_verify():
+        # EAGLE verify: each request's draft tokens (a chain at topk 1) follow its committed
+        # seq_len; their KV slots are already in req_to_token (SGLang's prepare_for_verify).
+        drafts = int(forward_batch.input_ids.shape[0]) // max(len(seq_lens), 1)
+        extends = [drafts] * len(seq_lens)
+        seq_lens = [n + drafts for n in seq_lens]
+    else:  # extend, and EAGLE's draft extend (seq_lens already count the new tokens)
         extends = [int(n) for n in forward_batch.extend_seq_lens_cpu]
     rows = forward_batch.req_pool_indices.tolist()
     out, start = [], 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sglang_mx.sglang_version import check_version
+from sglang_mx.sglang_version import check_version, hook
 
 MX_TRITON = "mx_triton"  # GQA/MHA decode on sgl_kernel_rocm's paged kernel (mx_triton.py)
 MX_DSA = "mx_dsa"  # MLA + DeepSeek Sparse Attention (mx_dsa.py)
@@ -47,8 +47,42 @@ def register_backend(name: str, create: Callable[[Any], Any]) -> None:
         register_attention_backend(name)(create)
 
 
+def _draft_extend_backend(original, factory, *args, **kwargs):
+    """AROUND `DraftBackendFactory.create_draft_extend_backend`: SGLang's EAGLE draft worker
+    picks its draft-extend backend from a fixed map of its own backends; for ours it builds the
+    same backend on the draft runner (the target-verify forward runs on the target's)."""
+    from sglang.srt.runtime_context import attention_backends
+
+    name = factory.draft_attn_backend or attention_backends()[0]
+    if name not in (MX_TRITON, MX_DSA):
+        return original(factory, *args, **kwargs)
+    create = _create_mx_dsa if name == MX_DSA else _create_mx_triton
+    backend = create(factory.draft_model_runner)
+    backend.prefill_attention_backend_str = backend.decode_attention_backend_str = name
+    return backend
+
+
+def _draft_decode_backend(original, factory, *args, **kwargs):
+    """AROUND `DraftBackendFactory.create_decode_backend`: one draft step (EAGLE with
+    --speculative-num-steps 1, as GLM's MTP recipes run at topk 1) needs none; more steps need
+    SGLang's per-step multi-backend container, which ours do not provide yet."""
+    from sglang.srt.runtime_context import attention_backends
+
+    name = factory.draft_attn_backend or attention_backends()[1]
+    if name not in (MX_TRITON, MX_DSA) or factory.speculative_num_steps <= 1:
+        return original(factory, *args, **kwargs)
+    raise ValueError(
+        f"--attention-backend {name} serves EAGLE / MTP speculative decoding with "
+        f"--speculative-num-steps 1 (got {factory.speculative_num_steps}): the multi-step draft "
+        "decode backend is not implemented for it"
+    )
+
+
 def register() -> None:
     """Register `mx_triton` and `mx_dsa`; the DeepSeek-family dispatch registry is told when a
-    runner creates `mx_dsa`. Idempotent."""
+    runner creates `mx_dsa`; EAGLE's draft worker builds them for its draft runner. Idempotent."""
     register_backend(MX_TRITON, _create_mx_triton)
     register_backend(MX_DSA, _create_mx_dsa)
+    factory = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
+    hook(f"{factory}.create_draft_extend_backend", _draft_extend_backend, "AROUND")
+    hook(f"{factory}.create_decode_backend", _draft_decode_backend, "AROUND")

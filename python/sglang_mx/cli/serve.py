@@ -12,6 +12,13 @@ import argparse
 import os
 import sys
 
+# GLM-5's MTP as SGLang serves it: EAGLE over the checkpoint's NextN layer, one draft token per
+# step (topk 1); the sglang_mx CPU platform and mx_dsa serve one draft step.
+MTP_ARGS = (
+    "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1",
+    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2",
+)  # fmt: skip
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -43,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-restarts", type=int, default=None, help="give up after this many (default: never)"
     )
+    p.add_argument(
+        "--mtp",
+        action="store_true",
+        help="MTP speculative decoding with the model's NextN layer as draft (SGLang's EAGLE: "
+        + " ".join(MTP_ARGS)
+        + ")",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the SGLang command and exit")
     p.set_defaults(func=run, passthrough=True)
 
@@ -52,7 +66,7 @@ def build_command(args: argparse.Namespace) -> list[str]:
     if model is None:
         from sglang_mx.assets import bundled_model_path
 
-        model = bundled_model_path("glm5-mxfp4")
+        model = bundled_model_path("glm5-quark")
     cmd = [
         sys.executable,
         "-m",
@@ -65,6 +79,8 @@ def build_command(args: argparse.Namespace) -> list[str]:
         str(args.port),
     ]
     extra = list(args.extra)
+    if getattr(args, "mtp", False):
+        extra = [*MTP_ARGS, *extra]
     if not args.no_cache_report and "--enable-cache-report" not in extra:
         cmd.append("--enable-cache-report")
     return cmd + extra

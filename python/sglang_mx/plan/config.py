@@ -36,6 +36,11 @@ class SchedulerConfig(Overridable):
     cuda_graph: bool = True
     cuda_graph_max_bs: int = 256
     overlap_schedule: bool = True
+    # CPU device: the overlap scheduler's "launch" is a synchronous forward, so a step's tokens
+    # are sent after the NEXT step's forward (scheduler.event_loop_overlap processes batch N's
+    # result after running batch N+1; the last token of a batch that leaves nothing to run goes
+    # out at once). On a GPU that processing overlaps the next forward: no lag.
+    sync_forward: bool = False
 
     def __post_init__(self) -> None:
         if self.schedule_policy not in ("lpm", "fcfs"):
@@ -76,4 +81,6 @@ class SchedulerConfig(Overridable):
             cuda_graph=not bool(info.get("disable_cuda_graph", False)),
             cuda_graph_max_bs=int(info.get("cuda_graph_max_bs") or 0),
             overlap_schedule=not bool(info.get("disable_overlap_schedule", False)),
+            sync_forward=str(info.get("device", "")) == "cpu"
+            and not bool(info.get("disable_overlap_schedule", False)),
         )

@@ -61,6 +61,8 @@ class Engine:
         self.private = 0
         self.emitted = emitted_per_decode
         self.retractions = 0
+        # tokens given by the last complete(): (request, index of its first new token_times entry)
+        self.given: list[tuple[SimRequest, int]] = []
 
     # -- KV pool -------------------------------------------------------------------------------
     @property
@@ -244,6 +246,7 @@ class Engine:
     def complete(self, plan: Planned, end: float) -> list[SimRequest]:
         """Apply a finished forward pass at time `end`; returns requests that finished."""
         finished = []
+        self.given = []
         for r, start, n in plan.prefill:
             r.prefix = start + n
             self._insert(r, end)
@@ -281,6 +284,7 @@ class Engine:
         r.out_carry -= int(r.out_carry)
         if math.isnan(r.first_token):
             r.first_token = end
+        self.given.append((r, len(r.token_times)))
         r.token_times += [end] * k
         r.out += k
 

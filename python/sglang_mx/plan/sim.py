@@ -147,6 +147,9 @@ def simulate(
                 heapq.heappush(pending, (r.arrival, next(order), r))
     result = SimResult(reqs)
     now = 0.0
+    finished: list[SimRequest] = []  # of the step that just completed
+    emitted: list[tuple[SimRequest, int]] = []
+    done_group: Group | None = None
 
     def release(done: SimRequest, t: float) -> None:
         if closed and queue:
@@ -177,20 +180,39 @@ def simulate(
             now = t_step
             g = min(busy, key=lambda x: x.busy_until)
             for eng, plan in zip(g.engines, g.plans, strict=True):
-                for done in eng.complete(plan, now):
-                    release(done, now)
+                finished += eng.complete(plan, now)
+                emitted += eng.given
                 for r in eng.handoff:
                     delay = handoff_s(r) if handoff_s else 0.0
                     heapq.heappush(moving, (now + delay, next(order), r))
                 eng.handoff.clear()
-            g.plans = None
+            g.plans, done_group = None, g
         if now > max_sim_s:
             break
         for gi, g in enumerate(groups):
             if g.plans is None and any(e.busy for e in g.engines):
                 _start(g, gi, now, result)
+        if done_group is not None:
+            sent = now
+            if done_group.plans is not None and done_group.engines[0].cfg.sync_forward:
+                sent = done_group.busy_until  # sent after the next forward (CPU overlap loop)
+                for r, first in emitted:
+                    _defer(r, first, now, sent)
+            for done in finished:
+                release(done, sent)
+            finished, emitted, done_group = [], [], None
     result.retractions = sum(e.retractions for _, e in ranks + decoders)
     return result
+
+
+def _defer(r: SimRequest, first: int, t: float, sent: float) -> None:
+    """The tokens from index `first` on (the first token among them; the finish, when recorded
+    at `t`) reach the client at `sent` instead of `t`."""
+    r.token_times[first:] = [sent] * (len(r.token_times) - first)
+    if first == 0:
+        r.first_token = sent
+    if r.finish == t:
+        r.finish = sent
 
 
 def _start(g: Group, gi: int, now: float, result: SimResult) -> None:

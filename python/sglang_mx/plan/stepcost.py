@@ -174,9 +174,14 @@ class RooflineStepCost:
 
 @dataclass(frozen=True)
 class LinearStepCost:
-    """seconds = base (+ prefill_base when the step prefills) + per_prefill_token x extend +
-    per_attn_key x (prefill keys) + per_decode x decode seqs + per_decode_key x decode context;
-    fitted by calibrate.py."""
+    """seconds = base (+ prefill_base when the step prefills) + per_prefill_token x extend
+    + per_prefill_key x causal prefill keys + per_prefill_pair x extend x seq_len
+    + per_prefill_request x prefill pieces + per_decode x decode seqs
+    + per_decode_key x decode context; fitted by calibrate.py.
+
+    `per_prefill_pair` is for an attention that scores every new token against every key of
+    its request and masks afterwards (sglang_mx's CPU torch path, attention/dsa_math.py: the
+    [extend, seq_len] rectangle), `per_prefill_key` for one that skips the masked half."""
 
     base_s: float
     per_prefill_token_s: float
@@ -185,15 +190,20 @@ class LinearStepCost:
     per_decode_key_s: float
     prefill_base_s: float = 0.0  # extra fixed cost of a step that prefills
     spec: Speculative = Speculative()
+    per_prefill_pair_s: float = 0.0
+    per_prefill_request_s: float = 0.0  # per prefill piece (per-request loops over layers)
 
     @staticmethod
-    def features(w: Work) -> tuple[float, float, float, float]:
+    def features(w: Work) -> tuple[float, ...]:
+        """(extend tokens, causal keys, decode seqs, decode context, pairs, prefill pieces)."""
         keys = sum((2 * s + n + 1) * n / 2 for s, n in w.prefill)
         return (
             float(sum(n for _, n in w.prefill)),
             keys,
             float(len(w.decode)),
             float(sum(w.decode)),
+            float(sum(n * (s + n) for s, n in w.prefill)),
+            float(len(w.prefill)),
         )
 
     def __call__(self, works: list[Work]) -> StepTerms:
@@ -207,6 +217,8 @@ class LinearStepCost:
                 + self.per_prefill_key_s * f[1]
                 + self.per_decode_s * f[2]
                 + self.per_decode_key_s * f[3]
+                + self.per_prefill_pair_s * f[4]
+                + self.per_prefill_request_s * f[5]
             )
         work = max(rank) + (self.prefill_base_s if any(w.prefill for w in works) else 0.0)
         return StepTerms(self.base_s + work, compute_s=work, scheduler_s=self.base_s)

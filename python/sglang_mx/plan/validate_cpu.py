@@ -26,21 +26,24 @@ from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import WorkloadSpec
-from sglang_mx.plan.calibrate import DECODE_BATCHES, PREFILL_LENS, decode_spec, fit, prefill_spec
+from sglang_mx.plan import calibrate
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_rate
 from sglang_mx.plan.sim import build_groups, simulate
 
 OUT = Path("docs/results/planner-validation-cpu.json")
-RATE_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.2)
-SLO_FACTOR = 4.0  # knee SLA: TTFT p95 = 4x the predicted TTFT p50 at the lowest rate
+# sweep rates as fractions of the predicted knee: four below it, two past it (so the measured
+# sweep crosses the SLA too unless the prediction is > 40% pessimistic)
+RATE_FRACTIONS = (0.3, 0.5, 0.7, 0.9, 1.15, 1.4)
+SLO_FACTOR = 4.0  # knee SLA: TTFT p95 = 4x the predicted TTFT p50 at a low rate
+LOW_RATE = 0.05  # req/s: requests never overlap
 
 
-def workload(num_requests: int) -> WorkloadSpec:
+def workload(num_requests: int, output_len: int = 16) -> WorkloadSpec:
     return WorkloadSpec.fixed(
-        "cpu-validate-128-4-50",
+        f"cpu-validate-128-{output_len}-50",
         128,
-        4,
+        output_len,
         hit_rate=0.5,
         prefix_groups=2,
         num_requests=num_requests,
@@ -55,6 +58,20 @@ def loadavg() -> list[float]:
 def _measure(spec, cfg: RunConfig, tokens, slo: Slo) -> dict:
     trace = generate(spec)
     return run_trace(trace, materialize(trace, tokens), cfg, tokens, slo).summary
+
+
+def calibrate_live(cfg: RunConfig, tokens) -> calibrate.Calibration:
+    """Replay calibrate.traces() (lone prompts, decode batches, batched prefill) on the server
+    and fit the step cost to what they measured."""
+    slo_any = Slo(ttft_p95_s=1e9, ttft_s=None)
+    results = {}
+    for name, trace in calibrate.traces().items():
+        run = run_trace(trace, materialize(trace, tokens), cfg, tokens, slo_any)
+        results[name] = run.results
+        bad = [r.error for r in run.results if not r.ok]
+        if bad:
+            print(f"calibration {name}: {len(bad)} failed, first: {bad[0]}", file=sys.stderr)
+    return calibrate.fit(calibrate.observations(results))
 
 
 def scheduler_config(base_url: str) -> tuple[SchedulerConfig, dict]:
@@ -85,16 +102,18 @@ def predict(spec: WorkloadSpec, rates, sched: SchedulerConfig, cal) -> list[dict
     return out
 
 
-def capacity(spec: WorkloadSpec, sched: SchedulerConfig, cal) -> float:
-    """Predicted knee-ish rate: where the simulated TTFT p50 doubles its low-load value."""
-    lo = predict(spec, [0.01], sched, cal)[0]["summary"]["ttft_s"]["p50"]
-    rate = 0.05
+def predicted_knee(spec: WorkloadSpec, sched: SchedulerConfig, cal) -> tuple[float, float]:
+    """(knee SLA, predicted knee rate): the SLA is SLO_FACTOR x the simulated TTFT p50 at
+    LOW_RATE; the knee is where the simulated TTFT p95 crosses it, on a 10% rate grid
+    interpolated by knee_rate."""
+    slo_s = SLO_FACTOR * predict(spec, [LOW_RATE], sched, cal)[0]["summary"]["ttft_s"]["p50"]
+    points, rate = [], LOW_RATE
     while rate < 1000:
-        s = predict(spec, [rate], sched, cal)[0]["summary"]
-        if s["ttft_s"]["p50"] > 2 * lo:
-            return rate
-        rate *= 1.25
-    return rate
+        points += predict(spec, [rate], sched, cal)
+        if points[-1]["summary"]["ttft_s"]["p95"] > slo_s:
+            break
+        rate *= 1.1
+    return slo_s, knee_rate(points, slo_s)
 
 
 def _err(pred: float, meas: float) -> float:
@@ -179,11 +198,13 @@ def plot(result: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sglang_mx.plan.validate_cpu", description=__doc__)
     ap.add_argument("--url", help="use this running server instead of starting one")
-    ap.add_argument("--num-requests", type=int, default=8, help="requests per sweep point")
+    ap.add_argument("--num-requests", type=int, default=40, help="requests per sweep point")
+    ap.add_argument("--output-len", type=int, default=16, help="output tokens per request")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     from sglang_mx.assets import bundled_model_path
 
+    t_start = time.time()  # wall time includes the server start
     model_dir = bundled_model_path("glm5-mxfp4")
     server = None
     if args.url:
@@ -194,42 +215,36 @@ def main(argv: list[str] | None = None) -> int:
         server = start_server(model_dir, ["--enable-cache-report"])
         base_url = server.base_url
     try:
-        return _validate(base_url, model_dir, args)
+        return _validate(base_url, model_dir, args, t_start)
     finally:
         if server is not None:
             server.stop()
 
 
-def _validate(base_url: str, model_dir, args) -> int:
+def _validate(base_url: str, model_dir, args, t_start: float) -> int:
     tokens = SegmentTokens(load_tokenizer(model_dir))
     cfg = RunConfig(base_url=base_url, progress=False, warmup=1)
     sched, info = scheduler_config(base_url)
     load = {"calibration_start": loadavg()}
     t0 = time.time()
-    slo_any = Slo(ttft_p95_s=1e9, ttft_s=None)
-    pre = [
-        (n, _measure(prefill_spec(n, 100 + n), cfg, tokens, slo_any)["ttft_s"]["p50"])
-        for n in PREFILL_LENS
-    ]
-    dec = [
-        (b, _measure(decode_spec(b, 200 + b), cfg, tokens, slo_any)["itl_s"]["p50"])
-        for b in DECODE_BATCHES
-    ]
-    cal = fit(pre, dec)
+    cal = calibrate_live(cfg, tokens)
     load["calibration_end"] = loadavg()
-    print(f"calibrated in {time.time() - t0:.0f} s: {cal.to_dict()}", file=sys.stderr)
-    spec = workload(args.num_requests)
-    cap = capacity(spec, sched, cal)
-    rates = [round(cap * f, 3) for f in RATE_FRACTIONS]
+    calibration_wall_s = time.time() - t0
+    print(f"calibrated in {calibration_wall_s:.0f} s: {cal.terms}", file=sys.stderr)
+    spec = workload(args.num_requests, args.output_len)
+    slo_s, knee = predicted_knee(spec, sched, cal)
+    rates = [round(knee * f, 3) for f in RATE_FRACTIONS]
     predicted = predict(spec, rates, sched, cal)
-    slo_s = SLO_FACTOR * predicted[0]["summary"]["ttft_s"]["p50"]
     result = {
         "stamp": stamp(None, {"server": info, "scheduler_model": sched.to_dict()}),
         "what": "planner prediction vs a measured `sglang-mx bench` rate sweep of the bundled "
         "tiny GLM-5 MXFP4 model served by SGLang 0.5.23 on this CPU box",
+        "command": "python -m sglang_mx.plan.validate_cpu " + " ".join(sys.argv[1:]),
         "workload": spec.to_dict(),
         "calibration": cal.to_dict(),
+        "calibration_wall_s": calibration_wall_s,
         "rates": rates,
+        "rate_fractions_of_predicted_knee": list(RATE_FRACTIONS),
         "predicted": predicted,
         "slo_ttft_p95_s": slo_s,
     }
@@ -251,6 +266,7 @@ def _validate(base_url: str, model_dir, args) -> int:
         {
             "measured": measured,
             "sweep_wall_s": time.time() - t1,
+            "wall_s": time.time() - t_start,
             "load_average": load,
             "comparison": compare(predicted, measured, slo_s),
         }

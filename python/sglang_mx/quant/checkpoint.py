@@ -147,6 +147,8 @@ def _check_mxfp4_tensors(
         if not serves_linears and ".mlp.experts." not in name:
             continue
         if name.endswith(".weight_scale"):
+            if not scheme.is_mxfp4(name[: -len(".weight_scale")]):
+                continue  # another scheme's scale (an FP8 layer left to SGLang on a GPU node)
             weight = names.get(name[: -len("_scale")])
             if weight is None or weight["dtype"] != "U8":
                 raise CheckpointError(
@@ -198,11 +200,36 @@ def _quark_quantizes_unservable(module: str, info: dict, scheme) -> bool:
     serve in MXFP4. Embeddings, lm_head and the router are not SGLang linears: never quantized."""
     from sglang_mx.quant.quark_layout import servable_linear
 
-    if scheme.source != "quark" or not scheme.quantizes_linear or len(info["shape"]) != 2:
+    if scheme.source != "quark" or len(info["shape"]) != 2:
         return False
-    if module.endswith((".embed_tokens", ".mlp.gate")) or module == "lm_head":
+    # The MTP layer's own embed_tokens / shared_head.head are skipped by SGLang's NextN loader.
+    if module.endswith((".embed_tokens", ".mlp.gate", ".shared_head.head")) or module == "lm_head":
         return False
-    return not scheme.is_excluded(module) and bool(servable_linear(module))
+    return (
+        not scheme.is_excluded(module) and scheme.is_mxfp4(module) and bool(servable_linear(module))
+    )
+
+
+def _refuse_other_schemes(f: Path, header: dict, scheme, config_path: Path) -> None:
+    """On the CPU platform: a weight that `layer_quant_config` quantizes to anything but MXFP4
+    (GLM-5.2-Quark-MXFP4-AttnFP8's FP8 attention) is refused, naming the tensor and the reason."""
+    if scheme.source != "quark":
+        return
+    for name, info in header.items():
+        if not name.endswith(".weight") or len(info["shape"]) != 2:
+            continue
+        module = name[: -len(".weight")]
+        entry = scheme.layer_pattern(module)
+        if entry is None or entry[1] or scheme.is_excluded(module):
+            continue
+        raise CheckpointError(
+            f,
+            f"tensor {name} is {info['dtype']}: {config_path.name} layer_quant_config "
+            f"[{entry[0]!r}] quantizes {module} as {entry[2]}, not MXFP4. The sglang_mx CPU "
+            "platform serves MXFP4 and unquantized layers only, and SGLang's own QuarkConfig "
+            f"has no {entry[2]} scheme without a GPU ('No quark compatible scheme was found'); "
+            "serve this checkpoint on a GPU node",
+        )
 
 
 def validate_checkpoint(model_dir: Path, serves_linears: bool = True) -> None:
@@ -220,6 +247,8 @@ def validate_checkpoint(model_dir: Path, serves_linears: bool = True) -> None:
     names = {name: info for _, header in headers for name, info in header.items()}
     for f, header in headers:
         if scheme is not None:
+            if serves_linears:
+                _refuse_other_schemes(f, header, scheme, config_path)
             _check_mxfp4_tensors(f, header, names, scheme, config_path, serves_linears)
         for name, info in header.items():
             want = expected.get(name)

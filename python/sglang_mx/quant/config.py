@@ -23,9 +23,19 @@ class MxFp4ExpertsConfig(QuantizationConfig):
         # NextN draft remaps `model.layers.N.*` to `model.decoder.*` in both), as QuarkConfig
         # keeps them: the checkpoint's dict and the exclude list.
         self.quant_config = dict(raw or {})
+        # SGLang's loader adds the model's hf_config to the dict; the layer count names the MTP
+        # layer in the checkpoint (`model.layers.<num_hidden_layers>.*`).
+        hf_config = self.quant_config.pop("hf_config", None)
+        self.num_hidden_layers = getattr(hf_config, "num_hidden_layers", None)
         self.quant_config.setdefault("layer_quant_config", {})
         self.quant_config.setdefault("layer_type_quant_config", {})
         self.exclude_layers = list(scheme.exclude)
+        # SGLang's loader adds the model class's fused-module map (fused_qkv_a_proj_with_mqa,
+        # gate_up_proj) to the dict; QuarkConfig reads it from there, so the NextN draft (whose
+        # config is a copy of this one) sees it too.
+        mapping = self.quant_config.get("packed_modules_mapping")
+        if mapping:
+            self.packed_modules_mapping = dict(mapping)
 
     def get_name(self) -> str:
         return self._name
@@ -50,12 +60,11 @@ class MxFp4ExpertsConfig(QuantizationConfig):
     def excluded(self, prefix: str) -> bool:
         """SGLang's own exclusion rule (`should_ignore_layer`): exact names and `re:` patterns,
         per-expert entries excluding the fused experts module, fused q/k/v and gate/up layers
-        excluded when each part is; over `exclude_layers` as the model code left it."""
-        from sglang.srt.layers.quantization.quark.utils import should_ignore_layer
+        excluded when each part is; over `exclude_layers` as the model code left it (and a NextN
+        draft module also by its checkpoint name, for `re:` excludes SGLang does not remap)."""
+        from sglang_mx.quant.takeover import excluded_as_sglang
 
-        return should_ignore_layer(
-            prefix, ignore=self.exclude_layers, fused_mapping=self.packed_modules_mapping
-        )
+        return excluded_as_sglang(self, prefix)
 
     def _layer_scheme(self, layer: torch.nn.Module, prefix: str) -> MxScheme:
         """This layer's scheme, with Quark's `layer_quant_config` patterns matched as SGLang
@@ -91,20 +100,41 @@ class MxFp4ExpertsConfig(QuantizationConfig):
 
             return MxFp4MoEMethod(self._layer_scheme(layer, prefix), prefix)
         if isinstance(layer, LinearBase):
-            if self.scheme.quantizes_linear and not self.excluded(prefix):
-                from sglang_mx.quant.quark_layout import servable_linear
+            if self.excluded(prefix) or not self._linear_is_mxfp4(layer, prefix):
+                return UnquantizedLinearMethod()
+            from sglang_mx.quant.quark_layout import servable_linear
 
-                problem = servable_linear(prefix)
-                if problem:
-                    raise NotImplementedError(
-                        f"layer {prefix!r} is MXFP4-quantized by this checkpoint's "
-                        f"quantization_config, but {problem}"
-                    )
-                from sglang_mx.quant.linear_method import MxFp4LinearMethod
+            problem = servable_linear(prefix)
+            if problem:
+                raise NotImplementedError(
+                    f"layer {prefix!r} is MXFP4-quantized by this checkpoint's "
+                    f"quantization_config, but {problem}"
+                )
+            from sglang_mx.quant.linear_method import MxFp4LinearMethod
 
-                return MxFp4LinearMethod(self._layer_scheme(layer, prefix), prefix)
-            return UnquantizedLinearMethod()
+            return MxFp4LinearMethod(self._layer_scheme(layer, prefix), prefix)
         return None
+
+    def _linear_is_mxfp4(self, layer: torch.nn.Module, prefix: str) -> bool:
+        """Whether SGLang's Quark matcher gives this (not excluded) linear an MXFP4 weight; a
+        quantized spec that is not MXFP4 (FP8 attention in `layer_quant_config`) is refused."""
+        if self.scheme.source != "quark":
+            return False
+        from sglang_mx.quant.scheme import describe_weight, is_mxfp4_weight
+
+        if not (
+            self.quant_config.get("global_quant_config")
+            or self.quant_config.get("layer_quant_config")
+        ):
+            return self.scheme.quantizes_linear  # built from a scheme alone, no Quark dict
+        weight = (self._find_matched_config(prefix, layer) or {}).get("weight")
+        if not weight or is_mxfp4_weight(weight):
+            return bool(weight)
+        raise NotImplementedError(
+            f"layer {prefix!r}: this checkpoint's quantization_config quantizes it as "
+            f"{describe_weight(weight)}, not MXFP4; the sglang_mx CPU platform serves MXFP4 or "
+            "unquantized layers only, and SGLang's QuarkConfig has no such scheme without a GPU"
+        )
 
     def get_scaled_act_names(self) -> list[str]:
         return []

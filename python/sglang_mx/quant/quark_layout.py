@@ -20,8 +20,11 @@ from typing import Any
 from sglang_mx.quant.scheme import MxScheme
 
 LAYOUTS = ("full", "experts")
-# MLP projections: the only linears sglang_mx serves in MXFP4.
-MLP_PROJECTION = re.compile(r"^(?P<module>.*\.mlp\.(?:.*\.)?(?:gate|up|down)_proj)\.weight$")
+# The linears sglang_mx serves in MXFP4: MLP projections, and the MTP layer's `eh_proj` (GLM-5 and
+# GLM-5.1's Quark exports pack it; SGLang builds it as a Quark linear in the NextN draft).
+MLP_PROJECTION = re.compile(
+    r"^(?P<module>.*\.mlp\.(?:.*\.)?(?:gate|up|down)_proj|(?:.*\.)?eh_proj)\.weight$"
+)
 
 
 def _spec(dynamic: bool) -> dict[str, Any]:
@@ -93,7 +96,7 @@ def quantized_module(name: str, scheme: MxScheme) -> str | None:
         return None
     module = m.group("module")
     if scheme.source == "quark":
-        return None if scheme.is_excluded(module) else module
+        return None if scheme.is_excluded(module) or not scheme.is_mxfp4(module) else module
     return module if ".mlp.experts." in module else None
 
 
@@ -106,6 +109,8 @@ def servable_linear(module: str) -> str:
         )
     if module.endswith(".mlp.gate") or ".mlp.gate." in module:
         return "the MoE router (mlp.gate) must stay unquantized ('re:.*mlp\\.gate$')"
+    if module == "eh_proj" or module.endswith(".eh_proj"):
+        return ""  # the MTP layer's projection of [embedding; hidden]
     if not re.match(r"^.*\.mlp\.(?:.*\.)?(?:gate_up|gate|up|down)_proj$", module):
-        return "sglang_mx serves MXFP4 only in MLP gate/up/down projections"
+        return "sglang_mx serves MXFP4 only in MLP gate/up/down projections and the MTP eh_proj"
     return ""

@@ -15,6 +15,7 @@ Two layouts are accepted:
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,9 @@ class MxScheme:
     exclude: tuple[str, ...] = field(default_factory=tuple)
     # Quark only: whether layers outside the MoE experts are quantized unless excluded.
     quantizes_linear: bool = False
+    # Quark only: `layer_quant_config` patterns in order, each with whether its weight is MXFP4
+    # and a short description of its weight spec (e.g. GLM-5.2-AttnFP8's "*self_attn*" FP8).
+    layer_weights: tuple[tuple[str, bool, str], ...] = ()
 
     def is_excluded(self, prefix: str) -> bool:
         """As SGLang's Quark loader reads "exclude": `re:` entries match from the start of the
@@ -44,6 +48,48 @@ class MxScheme:
             elif prefix == pattern:
                 return True
         return False
+
+    def layer_pattern(self, module: str) -> tuple[str, bool, str] | None:
+        """The first `layer_quant_config` pattern naming `module` (fnmatch, as SGLang's
+        `QuarkConfig._find_matched_config` matches them): (pattern, is MXFP4, weight spec)."""
+        for entry in self.layer_weights:
+            if fnmatch.fnmatch(module, entry[0]):
+                return entry
+        return None
+
+    def is_mxfp4(self, module: str) -> bool:
+        """Whether a `module` that is not excluded is stored as MXFP4 (ours: every quantized
+        module; Quark: per `layer_quant_config`, else the global config)."""
+        if self.source != "quark":
+            return True
+        entry = self.layer_pattern(module)
+        return self.quantizes_linear if entry is None else entry[1]
+
+
+# The NextN (MTP) draft's own modules, which SGLang names `model.<name>`; the rest of its layer
+# is `model.decoder.*`. In the checkpoint both live under `model.layers.<num_hidden_layers>.*`.
+NEXTN_OWN = ("eh_proj", "enorm", "hnorm", "shared_head")
+
+
+def draft_checkpoint_name(prefix: str, num_hidden_layers: int | None) -> str | None:
+    """The checkpoint name of a NextN draft module (`model.decoder.mlp.experts` ->
+    `model.layers.N.mlp.experts`), or None for a module of the target model. SGLang's GLM NextN
+    rewrite remaps exact-name excludes only; a `re:` pattern written against the checkpoint's
+    MTP layer (DeepSeek's 're:model.layers.61.*') must be matched against this name."""
+    if num_hidden_layers is None:
+        return None
+    layer = f"model.layers.{num_hidden_layers}"
+    if prefix.startswith("model.decoder."):
+        return layer + prefix[len("model.decoder") :]
+    if prefix.startswith("model.") and prefix.split(".")[1] in NEXTN_OWN:
+        return layer + prefix[len("model") :]
+    return None
+
+
+def describe_weight(spec: dict[str, Any] | None) -> str:
+    if not spec:
+        return "unquantized"
+    return " ".join(str(spec.get(k)) for k in ("dtype", "qscheme") if spec.get(k) is not None)
 
 
 def is_mxfp4_weight(spec: dict[str, Any] | None) -> bool:
@@ -107,5 +153,9 @@ def parse_scheme(config: dict[str, Any]) -> MxScheme:
             act_quant=quark_act_quant(spec.get("input_tensors"), where),
             exclude=tuple(config.get("exclude") or ()),
             quantizes_linear=is_mxfp4_weight(global_cfg.get("weight")),
+            layer_weights=tuple(
+                (pattern, is_mxfp4_weight(cfg.get("weight")), describe_weight(cfg.get("weight")))
+                for pattern, cfg in layer_cfgs.items()
+            ),
         )
     raise MxSchemeError(f"quant_method={method!r} is not an MXFP4 layout (mxfp4 or quark)")

@@ -12,6 +12,7 @@ from typing import Any
 from sglang_mx.quant.scheme import (
     MxScheme,
     MxSchemeError,
+    draft_checkpoint_name,
     is_mxfp4_weight,
     parse_scheme,
     quark_act_quant,
@@ -73,6 +74,21 @@ def unsupported_features(layer) -> list[str]:
     return found
 
 
+def excluded_as_sglang(config, prefix: str) -> bool:
+    """SGLang's `should_ignore_layer` over the config's `exclude_layers` with its packed-module
+    mapping; a NextN draft module is also tried under its checkpoint name, since SGLang's GLM
+    NextN rewrite remaps exact names only and leaves `re:` patterns on `model.layers.N` unmatched
+    (the draft would otherwise be built MXFP4 over bf16 tensors)."""
+    from sglang.srt.layers.quantization.quark.utils import should_ignore_layer
+
+    ignore = getattr(config, "exclude_layers", None) or []
+    mapping = getattr(config, "packed_modules_mapping", None) or {}
+    if should_ignore_layer(prefix, ignore=ignore, fused_mapping=mapping):
+        return True
+    ckpt = draft_checkpoint_name(prefix, getattr(config, "num_hidden_layers", None))
+    return ckpt is not None and should_ignore_layer(ckpt, ignore=ignore, fused_mapping=mapping)
+
+
 def quark_layer_scheme(config, layer, prefix: str, scheme: MxScheme) -> tuple[MxScheme | None, str]:
     """The scheme of one Quark MoE layer as SGLang itself decides it: its exclusion through
     SGLang's `should_ignore_layer` over `QuarkConfig.exclude_layers` (which the model code
@@ -80,11 +96,7 @@ def quark_layer_scheme(config, layer, prefix: str, scheme: MxScheme) -> tuple[Mx
     packed-module mapping, so per-expert entries exclude the fused experts module; its weight
     and input specs through `_find_matched_config` (`layer_quant_config` patterns first, then
     the global config). None and the reason when SGLang would not load it as MXFP4."""
-    from sglang.srt.layers.quantization.quark.utils import should_ignore_layer
-
-    ignore = getattr(config, "exclude_layers", None) or []
-    mapping = getattr(config, "packed_modules_mapping", None) or {}
-    if should_ignore_layer(prefix, ignore=ignore, fused_mapping=mapping):
+    if excluded_as_sglang(config, prefix):
         return None, "excluded from quantization by the checkpoint"
     try:
         matched = config._find_matched_config(prefix, layer)

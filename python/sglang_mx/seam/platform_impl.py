@@ -9,6 +9,10 @@ from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 from sglang_mx.env import ENV
 
 DEFAULT_MAX_TOTAL_TOKENS = 131072
+# EAGLE is SGLang's NextN/MTP path (NEXTN is rewritten to EAGLE before the platform is asked); its
+# target-verify and draft-extend forwards run through our attention backends (mx_dsa, mx_triton).
+SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN")
+DRAFT_ATTENTION_BACKENDS = ("mx_dsa", "mx_triton", "torch_native")
 
 
 class MxCpuPlatform(CpuDeviceMixin, SRTPlatform):
@@ -46,6 +50,17 @@ class MxCpuPlatform(CpuDeviceMixin, SRTPlatform):
     def get_dispatch_key_name(self) -> str:
         # "cpu" would select forward_cpu methods, which call torch.ops.sgl_kernel (AMX builds).
         return "native"
+
+    def supports_speculative_algorithm(self, algorithm: str) -> bool:
+        return str(algorithm).upper() in SPECULATIVE_ALGORITHMS
+
+    def supports_speculative_draft_attention_backend(self, algorithm: str, backend: str) -> bool:
+        return self.supports_speculative_algorithm(algorithm) and backend in (
+            DRAFT_ATTENTION_BACKENDS
+        )
+
+    def get_default_speculative_draft_attention_backend(self, algorithm: str) -> str:
+        return "torch_native"
 
     def get_quantization_config(self, quantization: str):
         from sglang_mx.quant import quantization_config_for

@@ -4,11 +4,11 @@ SGLang process: main, tokenizer, scheduler, detokenizer.
 Each hook into SGLang lives with its concern; `register()` only wires them, in this order:
 (1) a CPU-only box is made ready for SGLang's CPU engine (`cpu_setup`), or a CUDA GPU without
 sgl_kernel for the `mx_cuda` platform (`cuda_setup`), (2) the request guards (`guards.hooks`),
-(3) on our platforms, what DSA models need there (`attention.dsa_cpu`) and, on mx_cuda, torch
-in place of two JIT CUDA kernels (`cuda_hooks`), (4) the `mx_triton` and
-`mx_dsa` attention backends, (5) the checkpoint check before SGLang loads weights
-(`checkpoint`), (6) on a GPU node with SGLang's in-tree platform, the MXFP4 MoE takeover
-(`quant.takeover`).
+(3) on our platforms, what DSA models need there (`attention.dsa_cpu`); on a CPU box, what EAGLE
+(MTP) speculative decoding needs there (`seam.spec_cpu`); on mx_cuda, torch in place of two JIT
+CUDA kernels (`cuda_hooks`), (4) the `mx_triton` and `mx_dsa` attention backends, (5) the
+checkpoint check before SGLang loads weights (`checkpoint`), (6) on a GPU node with SGLang's
+in-tree platform, the MXFP4 MoE takeover (`quant.takeover`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ def register() -> None:
         guard_hooks.register()
     if cpu_box or cuda_native:
         dsa_cpu.register()
+    if cpu_box:
+        from sglang_mx.seam import spec_cpu
+
+        spec_cpu.register()
     if cuda_native:
         from sglang_mx.seam import cuda_hooks
 

@@ -34,6 +34,9 @@ def load_hf_mxfp4(bf16_dir: str | Path, mxfp4_dir: str | Path, dtype: torch.dtyp
             if not m:
                 continue
             layer, expert, proj = int(m.group(1)), int(m.group(2)), m.group(3)
+            # A checkpoint's MTP layer (past the model's layers) and unpacked experts: not ours
+            if layer >= len(model.model.layers) or f.get_slice(name).get_dtype() != "U8":
+                continue
             w = dequantize_mxfp4(f.get_tensor(name), f.get_tensor(name + "_scale"), dtype=dtype)
             experts = model.model.layers[layer].mlp.experts
             inter = experts.down_proj.shape[-1]

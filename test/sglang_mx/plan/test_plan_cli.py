@@ -1,5 +1,5 @@
-"""`sglang-mx plan` end to end on a small workload, its input errors, the interpolated knee and
-the calibration fit."""
+"""`sglang-mx plan` end to end on a small workload, its input errors and the interpolated knee
+(the calibration fit: test_plan_calibrate.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import math
 
 import pytest
 from sglang_mx.cli.main import main
-from sglang_mx.plan.calibrate import fit
 from sglang_mx.plan.knee import knee_rate
 
 
@@ -71,15 +70,3 @@ def test_knee_rate_interpolates_the_crossing():
     assert knee_rate(pts, 10.0) == 3.0  # never crossed: the last rate
     assert math.isnan(knee_rate([_pt(1, 5.0)], 2.0))
     assert knee_rate([_pt(1, 0.5), _pt(2, 0.6, errors=1)], 2.0) == 1.0
-
-
-def test_calibration_fit_recovers_a_linear_step():
-    base, per_tok, per_dec, front = 0.02, 1e-4, 3e-3, 0.05
-    dec = [(b, base + per_dec * b) for b in (1, 4, 8)]
-    pre = [(n, front + base + per_tok * n) for n in (64, 1024)]
-    cal = fit(pre, dec)
-    assert cal.cost.base_s == pytest.approx(base)
-    assert cal.cost.per_decode_s == pytest.approx(per_dec)
-    assert cal.cost.per_prefill_token_s == pytest.approx(per_tok)
-    assert cal.cost.prefill_base_s == pytest.approx(front)  # occupies the engine
-    assert cal.frontend_s == 0.0

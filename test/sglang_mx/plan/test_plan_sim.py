@@ -158,3 +158,29 @@ def test_prefill_base_is_charged_only_on_prefill_steps():
     (r,) = run(trace([("a", [("u", 1000)], 3, 0.0)]), cost=cost).request_results()
     assert r.ttft == pytest.approx(0.5 + BASE + 1000 * PER_TOKEN)
     assert r.itl == pytest.approx([BASE + PER_DECODE] * 2)
+
+
+def test_cpu_overlap_loop_sends_each_step_after_the_next():
+    """SGLang's overlap loop on a CPU (sync_forward): a step's tokens go out after the next
+    step's forward; the last token, with nothing left to run, goes out at once."""
+    tr = trace([("a", [("u", 100)], 4, 0.0)])
+    prefill, step = BASE + 100 * PER_TOKEN, BASE + PER_DECODE
+    (lag,) = run(tr, cfg(sync_forward=True)).request_results()
+    assert lag.ttft == pytest.approx(prefill + step)
+    assert lag.itl == pytest.approx([step, step, 0.0])
+    assert lag.e2e == pytest.approx(prefill + 3 * step)
+    (plain,) = run(tr).request_results()
+    assert plain.ttft == pytest.approx(prefill) and plain.itl == pytest.approx([step] * 3)
+    assert plain.e2e == pytest.approx(lag.e2e)
+
+
+def test_decode_waits_for_every_chunk_of_a_chunked_prefill():
+    """Mixed chunk off: a chunked request's next chunk is scheduled as a prefill batch, which
+    runs before decode (get_next_batch_to_run), so no decode step runs between chunks."""
+    reqs = [("a", [("ua", 100)], 10, 0.0), ("b", [("ub", 1000)], 2, 0.05)]
+    res = run(trace(reqs), cfg(chunked_prefill_size=256))
+    assert [s.prefill_tokens for s in res.steps[:8]] == [100, 0, 0, 0, 256, 256, 256, 232]
+    assert [s.decode_rows for s in res.steps[4:9]] == [0, 0, 0, 0, 2]
+    a = next(r for r in res.request_results() if r.request_id == "a")
+    chunks = 4 * BASE + 1000 * PER_TOKEN
+    assert max(a.itl) == pytest.approx(chunks + BASE + 2 * PER_DECODE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from sglang_mx._cpu_shims.spec_ops import OPS
 from sglang_mx._cpu_shims.standin import install
 
 STANDIN = True
@@ -31,3 +32,5 @@ install(
         "real sgl_kernel on a GPU node."
     ),
 )
+# EAGLE (MTP) speculative decoding's CPU index ops: real torch versions (spec_ops.py).
+globals().update(OPS)

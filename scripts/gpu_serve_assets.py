@@ -75,6 +75,7 @@ TRIM_SUFFIXES = (".so", ".cu", ".cuh", ".h", ".hpp", ".cpp", ".hip", ".md", ".py
 # SGLang's tuned kernel configs are files named for the GPU they were tuned on; the H200 reads only
 # its own (the name is built from torch.cuda.get_device_name), so other GPUs' files go.
 KEEP_DEVICE = "device_name=NVIDIA_H200"
+JIT_DIRS = ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc")
 
 
 @dataclass(frozen=True)
@@ -261,9 +262,10 @@ def compress(target: Path, archive: Path) -> None:
     archive.unlink(missing_ok=True)
     tmp = archive.with_suffix(".tmp")
     # Files of one kind side by side (by suffix, then path): xz's window then finds more matches.
+    # Folders too, empty ones included: SGLang's JIT loader wants sglang/kernels/jit/include and
+    # csrc to exist (their sources are trimmed) when its module is imported.
     files = sorted(
-        (p for p in target.rglob("*") if p.is_file() or p.is_symlink()),
-        key=lambda p: (p.suffix, str(p.relative_to(target))),
+        target.rglob("*"), key=lambda p: (not p.is_dir(), p.suffix, str(p.relative_to(target)))
     )
     with tarfile.open(tmp, "w:xz", preset=9 | lzma.PRESET_EXTREME) as tf:
         for p in files:
@@ -292,8 +294,10 @@ def archive_problems(archive: Path = ARCHIVE, rows: list[Row] | None = None) -> 
             problems.append(
                 f"{r.spec} ({r.role}): dist-info {'missing' if r.role == 'carried' else 'present'}"
             )
-    if "sglang/srt/entrypoints/http_server.py" not in names:
-        problems.append("sglang/srt/entrypoints/http_server.py missing")
+    # The server entry module, and the JIT folders SGLang's loader looks for at import time.
+    for need in ("sglang/srt/entrypoints/http_server.py", *JIT_DIRS):
+        if need not in names:
+            problems.append(f"{need} missing")
     problems += [f"untrimmed {n}" for n in names if n.startswith("sglang/") and n.endswith(".so")]
     return problems
 

@@ -218,17 +218,23 @@ def _remove_unneeded(target: Path, files: list[Path], needed: set[str]) -> int:
     return removed
 
 
+def remove(path: Path) -> int:
+    """Delete a file or a folder if present; returns the bytes it held."""
+    if path.is_file():
+        size = path.stat().st_size
+        path.unlink()
+        return size
+    if path.is_dir():
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        shutil.rmtree(path)
+        return size
+    return 0
+
+
 def trim(target: Path) -> int:
     """Remove what the mx_cuda platform never runs; returns bytes removed."""
     removed = prune_modules(target)
-    for rel in TRIM_DIRS:
-        d = target / rel
-        if d.is_file():
-            removed += d.stat().st_size
-            d.unlink()
-        elif d.exists():
-            removed += sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
-            shutil.rmtree(d)
+    removed += sum(remove(target / rel) for rel in TRIM_DIRS)
     for f in list((target / "sglang").rglob("*")):
         other_gpu = "device_name=" in f.name and KEEP_DEVICE not in f.name
         if f.is_file() and (f.suffix in TRIM_SUFFIXES or other_gpu):
@@ -244,18 +250,8 @@ def trim(target: Path) -> int:
             headers = text.split(b"\n\n", 1)[0] + b"\n"
             removed += len(text) - len(headers)
             meta.write_bytes(headers)
-        for name in TRIM_DIST_INFO:
-            p = info / name
-            if p.is_file():
-                removed += p.stat().st_size
-                p.unlink()
-            elif p.is_dir():
-                removed += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-                shutil.rmtree(p)
-    for d in (target / "bin",):
-        if d.exists():
-            shutil.rmtree(d)
-    return removed
+        removed += sum(remove(info / name) for name in TRIM_DIST_INFO)
+    return removed + remove(target / "bin")
 
 
 def compress(target: Path, archive: Path) -> None:

@@ -104,6 +104,23 @@ def run_server(model: str, args: list[str], what: str, rec: dict[str, Any], fn) 
         rec[f"{what}_s"] = round(time.monotonic() - t0, 1)
 
 
+def dumps_record(rec: dict[str, Any]) -> str:
+    """The record as text: one line per top-level field and per field of a top-level object,
+    values compact (half the indented size; the record travels with the tree, issue 23)."""
+
+    def line(key: str, value: Any, pad: str) -> str:
+        return f"{pad}{json.dumps(key)}: {json.dumps(value, separators=(',', ':'))}"
+
+    out = []
+    for key, value in rec.items():
+        if isinstance(value, dict) and value:
+            inner = ",\n".join(line(k, v, "  ") for k, v in value.items())
+            out.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
+        else:
+            out.append(line(key, value, " "))
+    return "{\n" + ",\n".join(out) + "\n}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)
@@ -168,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     def dump() -> None:  # after each phase: a run killed at its time limit still leaves a record
         rec["checks"] = checks(rec)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(rec, indent=1) + "\n")
+        args.out.write_text(dumps_record(rec))
 
     deadline = time.monotonic() + float(os.environ.get("GPU_SERVE_LEFT_S", "1e9"))
     run_server(model, base_args + graph_args, "graphs_on", rec, graphs_on)

@@ -58,6 +58,16 @@ def stable_payload(payload: dict[str, Any], previous: Path | None = None) -> dic
     return {"stamp": stamp, "rows": rows}
 
 
+def dumps_store(data: dict[str, Any]) -> str:
+    """A stored payload as text: one compact JSON row per line, so a changed kernel fact is a
+    one-line diff and the files are ~64% of their indented size (they travel with the tree
+    to the device machine, issue 23)."""
+    rows = ",\n".join(json.dumps(r, separators=(",", ":"), default=str) for r in data["rows"])
+    return (
+        '{"stamp": ' + json.dumps(data["stamp"], default=str) + ',\n "rows": [\n' + rows + "\n]}\n"
+    )
+
+
 def render(store: Path) -> str:
     """docs/kernels-compile.md from every triton-<version>.json in `store`, newest first."""
     sections = []
@@ -71,5 +81,5 @@ def write_doc(doc: Path, payload: dict[str, Any]) -> None:
     store = doc.parent / "compile"
     store.mkdir(parents=True, exist_ok=True)
     path = store / f"triton-{payload['stamp']['triton']}.json"
-    path.write_text(json.dumps(stable_payload(payload, path), indent=1, default=str))
+    path.write_text(dumps_store(stable_payload(payload, path)))
     doc.write_text(render(store))

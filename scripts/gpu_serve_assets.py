@@ -274,7 +274,8 @@ def tracked_bytes() -> int:
         ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True
     ).stdout.split(b"\0")
     paths = [ROOT / f.decode() for f in out if f]
-    return sum(p.stat().st_size for p in paths if p.is_file())
+    # A link travels as a link (its target, inside the tree, is counted once as its own file).
+    return sum(p.lstat().st_size for p in paths if p.is_symlink() or p.is_file())
 
 
 def archive_problems(archive: Path = ARCHIVE, rows: list[Row] | None = None) -> list[str]:

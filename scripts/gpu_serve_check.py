@@ -62,8 +62,8 @@ def versions() -> dict[str, Any]:
     from sgl_kernel_rocm.arch import current_arch
 
     out["arch"] = current_arch() if torch.cuda.is_available() else "cpu"
-    from sglang_mx.seam.platform_choice import current_choice
-    from sglang_mx.seam.platform_choice import current_facts as facts
+    from sglang_mx.platform_choice import current_choice
+    from sglang_mx.platform_choice import current_facts as facts
 
     f = facts()
     out["platform_choice"] = current_choice()

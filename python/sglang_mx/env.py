@@ -69,16 +69,5 @@ class _Env:
         """The `mx_cpu` platform claims this process (no GPU, or SGLANG_MX_FORCE_CPU=1)."""
         return not self.disabled and (self.force_cpu or not self.gpu_visible())
 
-    def cuda_native_wanted(self) -> bool:
-        """The `mx_cuda` platform claims this process (sglang_mx.seam.platform_choice)."""
-        from sglang_mx.seam.platform_choice import current_choice
-
-        return current_choice() == "mx_cuda"
-
-    def serves_every_layer(self) -> bool:
-        """One of our platforms serves this process, so our quantization config serves every
-        MXFP4 layer (linears too), not only SGLang's routed experts."""
-        return self.platform_wanted() or self.cuda_native_wanted()
-
 
 ENV = _Env()

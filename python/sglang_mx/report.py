@@ -49,7 +49,8 @@ def standin_status() -> dict[str, str]:
     """Whether torchvision / sgl_kernel resolve to the real package or our CPU stand-in."""
     import importlib.util
 
-    from sglang_mx.seam.cpu_setup import SHIMS, real_package_available
+    from sglang_mx.platform_choice import real_package_available
+    from sglang_mx.seam.cpu_setup import SHIMS
 
     out = {}
     for name in sorted(SHIMS):

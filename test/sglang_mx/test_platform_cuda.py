@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 import tomllib
 import torch
+from sglang_mx import platform_choice
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.seam import platform, platform_choice
-from sglang_mx.seam.platform_choice import MX_CPU, MX_CUDA, Facts, choose
+from sglang_mx.platform_choice import MX_CPU, MX_CUDA, Facts, choose
+from sglang_mx.seam import platform
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,10 +27,10 @@ def _no_cuda_capability(original, server_args, *args, **kwargs):
     import torch
     from sglang.srt.arg_groups.overrides import declare_resolution, resolving_view
 
-    from sglang_mx.env import ENV
+    from sglang_mx.platform_choice import cuda_native_wanted
 
     on_gpu = torch.cuda.is_available()
-    if on_gpu and not ENV.cuda_native_wanted():
+    if on_gpu and not cuda_native_wanted():
         return original(server_args, *args, **kwargs)
     kv_auto = resolving_view(server_args).kv_cache_dtype == "auto"
     if on_gpu:

@@ -269,11 +269,11 @@ def _validate_before_load(loader, *args, **kwargs):
     model_config = kwargs.get("model_config")
     path = getattr(model_config, "model_path", None)
     if path and os.path.isdir(path):
-        from sglang_mx.env import ENV
+        from sglang_mx.platform_choice import serves_every_layer
 
         # Our platforms (mx_cpu, mx_cuda) serve every layer; SGLang's GPU platforms only the
         # routed experts through us.
-        validate_checkpoint(path, serves_linears=ENV.serves_every_layer())
+        validate_checkpoint(path, serves_linears=serves_every_layer())
     return None
 
 

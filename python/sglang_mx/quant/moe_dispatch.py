@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sglang_mx.env import ENV
+from sglang_mx.platform_choice import serves_every_layer
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ def moe_dispatch() -> MoeDispatch:
     if ENV.disabled:
         return MoeDispatch("sglang", "", "SGLANG_MX_DISABLE=1: plain SGLang")
     backend = ENV.moe_backend
-    if backend == "sglang" and not ENV.serves_every_layer():
+    if backend == "sglang" and not serves_every_layer():
         return MoeDispatch("sglang", "", "SGLANG_MX_MOE_BACKEND=sglang on a GPU node")
     if backend == "sglang":
         # Our platforms (mx_cpu, mx_cuda) have no SGLang MXFP4 MoE to defer to: ours serves.

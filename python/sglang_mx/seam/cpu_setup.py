@@ -21,12 +21,6 @@ SHIM_ROOT = Path(__file__).parents[1] / "_cpu_shims"
 SHIMS = {"sgl_kernel": SHIM_ROOT / "sgl_kernel_shim", "torchvision": SHIM_ROOT / "torchvision_shim"}
 
 
-def real_package_available(name: str) -> bool:
-    spec = importlib.util.find_spec(name)
-    # Any checkout's stand-in (the venv's .pth may point at another one) is not the real package.
-    return spec is not None and f"{os.sep}_cpu_shims{os.sep}" not in str(spec.origin or "")
-
-
 def refresh_is_cpu_cache() -> None:
     """`sglang.srt.utils.common.is_cpu` is lru-cached and `python -m sglang.launch_server`
     imports modules that call it before `load_plugins()` runs, so it can have cached False

@@ -10,7 +10,7 @@ general plugin (`sglang_mx.seam.plugin`) is active.
 
 from __future__ import annotations
 
-from sglang_mx.seam.platform_choice import MX_CPU, MX_CUDA, current_choice
+from sglang_mx.platform_choice import MX_CPU, MX_CUDA, current_choice
 
 PLATFORM_CLASS = "sglang_mx.seam.platform_impl.MxCpuPlatform"
 CUDA_PLATFORM_CLASS = "sglang_mx.seam.platform_cuda.MxCudaPlatform"

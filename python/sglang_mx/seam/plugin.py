@@ -14,6 +14,7 @@ in-tree platform, the MXFP4 MoE takeover (`quant.takeover`).
 from __future__ import annotations
 
 from sglang_mx.env import ENV
+from sglang_mx.platform_choice import cuda_native_wanted
 from sglang_mx.quant.moe_dispatch import moe_dispatch
 from sglang_mx.sglang_version import check_version
 
@@ -26,7 +27,7 @@ def register() -> None:
         return
     _registered = True
     cpu_box = ENV.platform_wanted()
-    cuda_native = not cpu_box and ENV.cuda_native_wanted()
+    cuda_native = not cpu_box and cuda_native_wanted()
     if cpu_box:
         from sglang_mx.seam import cpu_setup
 

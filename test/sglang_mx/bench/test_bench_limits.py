@@ -28,7 +28,7 @@ from sglang_mx.testing.inprocess import serve_in_thread
 
 GLM5_CONFIGS = [
     Path(__file__).parents[3] / f"python/sglang_mx/assets/tiny-glm5-{kind}/config.json"
-    for kind in ("bf16", "mxfp4")
+    for kind in ("bf16", "quark")
 ]
 
 
@@ -151,7 +151,7 @@ def test_runner_refuses_before_sending(tiny_tokenizer):
     assert app.state.completions["n"] == 0
 
 
-@pytest.mark.parametrize("config", GLM5_CONFIGS, ids=["bf16", "mxfp4"])
+@pytest.mark.parametrize("config", GLM5_CONFIGS, ids=["bf16", "quark"])
 def test_production_cpu_preset_keeps_shape_and_fits_bundled_glm5(config):
     prod, cpu = get_preset("production-20k-1k-60"), get_preset("production-480-24-60")
     assert cpu.input_len.value / cpu.output_len.value == (

@@ -14,7 +14,11 @@ this process's facts (`current_choice`). The rule:
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from dataclasses import dataclass
+
+from sglang_mx.env import ENV
 
 MX_CPU = "mx_cpu"
 MX_CUDA = "mx_cuda"
@@ -46,9 +50,6 @@ def choose(f: Facts) -> str | None:
 def current_facts() -> Facts:
     import torch
 
-    from sglang_mx.env import ENV
-    from sglang_mx.seam.cpu_setup import real_package_available
-
     gpu = bool(torch.cuda.is_available())
     return Facts(
         disabled=ENV.disabled,
@@ -62,3 +63,21 @@ def current_facts() -> Facts:
 
 def current_choice() -> str | None:
     return choose(current_facts())
+
+
+def real_package_available(name: str) -> bool:
+    """`name` is importable and is not one of our stand-ins (sglang_mx/_cpu_shims)."""
+    spec = importlib.util.find_spec(name)
+    # Any checkout's stand-in (the venv's .pth may point at another one) is not the real package.
+    return spec is not None and f"{os.sep}_cpu_shims{os.sep}" not in str(spec.origin or "")
+
+
+def cuda_native_wanted() -> bool:
+    """The `mx_cuda` platform claims this process."""
+    return current_choice() == MX_CUDA
+
+
+def serves_every_layer() -> bool:
+    """One of our platforms serves this process, so our quantization config serves every MXFP4
+    layer (linears too), not only SGLang's routed experts."""
+    return ENV.platform_wanted() or cuda_native_wanted()

@@ -17,7 +17,6 @@ benchmark/results/guards.json.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -28,9 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from provider_overhead import hardware, load_avg  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
+from common import hardware, load_avg, parser  # noqa: E402
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -144,12 +141,7 @@ def restart_after_kill(kills: int) -> list[float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=20261130)
-    ap.add_argument("--kills", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=20000)
-    ap.add_argument("--out", type=Path, default=RESULTS / "guards.json")
+    ap = parser(__doc__, "guards.json", cases=300, seed=20261130, kills=2, iters=20000)
     ap.add_argument("--latency-only", action="store_true",
                     help="re-time the guards only; update that section of --out")  # fmt: skip
     args = ap.parse_args()

@@ -11,10 +11,7 @@ Prints a table and writes JSON + PNG under benchmark/results/."""
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
-import platform
 import statistics
 import tempfile
 import time
@@ -24,36 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sglang_mx.bench.stamp import host_cpu as hardware
+from common import bundled_servers, finish, parser, pct, run_meta, served_model
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.launch import provider_process
 
 MODEL_ID = "bench/tiny"
-RESULTS = Path(__file__).parent / "results"
-
-
-def load_avg() -> float:
-    """1-minute load average when recorded: this box is shared, so the numbers carry it."""
-    import os
-
-    return os.getloadavg()[0]
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    out = {"python": platform.python_version()}
-    for pkg in ("sglang", "sglang-router", "fastapi", "uvicorn", "httpx", "torch"):
-        try:
-            out[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001 - a missing package is recorded, not fatal
-            out[pkg] = "missing"
-    return out
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
 def write_pricing(path: Path, upstream_model: str) -> Path:
@@ -283,67 +255,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def run_meta(model: str, args: argparse.Namespace) -> dict[str, Any]:
-    """When, where and with what a provider benchmark ran, and its flags."""
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware(),
-        "load_avg_1m": load_avg(),
-        "versions": versions(),
-        "model": model,
-        "config": vars(args) | {"out": str(args.out)},
-    }
-
-
-def write_result(result: dict[str, Any], out: Path, plot) -> None:
-    """The result JSON at `out` and its plot beside it (.png), as each provider benchmark writes."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    plot(result, out.with_suffix(".png"))
-    print(f"wrote {out} and {out.with_suffix('.png')}")
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--upstream", help="running SGLang server; default: start the bundled model")
-    ap.add_argument("--requests", type=int, default=300)
-    ap.add_argument("--null-requests", type=int, default=2000)
-    ap.add_argument("--short-streams", type=int, default=100)
-    ap.add_argument("--streams", type=int, default=5)
-    ap.add_argument("--stream-tokens", type=int, default=128)
-    ap.add_argument("--isolation-requests", type=int, default=12)
-    ap.add_argument("--out", type=Path, default=RESULTS / "provider_overhead.json")
-    args = ap.parse_args()
-    with ExitStack() as stack:
-        upstream = args.upstream
-        if upstream is None:
-            from sglang_mx.assets import bundled_model_path
-            from sglang_mx.testing.server import launch_server
-
-            upstream = stack.enter_context(
-                launch_server(bundled_model_path("mxfp4"), extra_args=["--enable-cache-report"])
-            )
-        model = httpx.get(upstream + "/v1/models", timeout=30).json()["data"][0]["id"]
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        pricing = write_pricing(tmp / "pricing.json", model)
-        db = tmp / "bench.sqlite"
-        _, key = KeyStore(db).create("bench")
-        prov = stack.enter_context(provider_process(upstream, pricing, db,
-                                                    "--default-rpm", "1000000"))  # fmt: skip
-        result = {
-            "meta": run_meta(model, args),
-            "latency": latency(upstream, prov.url, key, model, args.requests, prov.proc.pid),
-            "short_streams": short_streams(
-                upstream, prov.url, key, model, args.short_streams, prov.proc.pid
-            ),
-            "null_upstream": null_upstream_latency(tmp, args.null_requests, 5 * args.short_streams),
-            "streaming": streaming(
-                upstream, prov.url, key, model, args.streams, args.stream_tokens
-            ),  # fmt: skip
-            "isolation": isolation_cost(upstream, pricing, tmp, args.isolation_requests),
-        }
+def table(result: dict[str, Any]) -> None:
     lat, st = result["latency"], result["streaming"]
-    print(f"{result['meta']['hardware']}  {result['meta']['date']}")
     print(f"{'':24}{'direct':>10}{'provider':>10}{'added':>10}")
     print(
         f"{'p50 ms (1-token req)':24}{lat['direct_p50_ms']:10.2f}{lat['provider_p50_ms']:10.2f}"
@@ -376,8 +289,35 @@ def main() -> int:
             f"isolation {row['isolation']:3}: hit rate {row['hit_rate']:.3f}, "
             f"p50 {row['p50_ms']:.1f} ms"
         )
-    write_result(result, args.out, plot)
-    return 0
+
+
+def main() -> int:
+    ap = parser(__doc__, "provider_overhead.json", requests=300, null_requests=2000,
+                short_streams=100, streams=5, stream_tokens=128, isolation_requests=12)  # fmt: skip
+    ap.add_argument("--upstream", help="running SGLang server; default: start the bundled model")
+    args = ap.parse_args()
+    with ExitStack() as stack:
+        upstream = args.upstream or bundled_servers(stack, 1)[0]
+        model = served_model(upstream)
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        pricing = write_pricing(tmp / "pricing.json", model)
+        db = tmp / "bench.sqlite"
+        _, key = KeyStore(db).create("bench")
+        prov = stack.enter_context(provider_process(upstream, pricing, db,
+                                                    "--default-rpm", "1000000"))  # fmt: skip
+        result = {
+            "meta": run_meta(model, args),
+            "latency": latency(upstream, prov.url, key, model, args.requests, prov.proc.pid),
+            "short_streams": short_streams(
+                upstream, prov.url, key, model, args.short_streams, prov.proc.pid
+            ),
+            "null_upstream": null_upstream_latency(tmp, args.null_requests, 5 * args.short_streams),
+            "streaming": streaming(
+                upstream, prov.url, key, model, args.streams, args.stream_tokens
+            ),  # fmt: skip
+            "isolation": isolation_cost(upstream, pricing, tmp, args.isolation_requests),
+        }
+    return finish(result, args.out, table, plot)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Prints a table and writes JSON + PNG under benchmark/results/."""
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from provider_overhead import RESULTS, pct, run_meta, write_result
+from common import bundled_servers, finish, parser, pct, run_meta, served_model
 from sglang_mx.provider.launch import router_process
 
 TOPICS = ("rivers", "mills", "bridges", "ferries", "canals", "locks", "dams", "weirs", "wells",
@@ -86,30 +85,23 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def table(result: dict[str, Any]) -> None:
+    print(f"{'policy':14}{'hit rate':>10}{'req/s':>8}{'prompt tok/s':>14}{'p50 s':>8}{'p99 s':>8}")
+    for r in result["policies"]:
+        print(
+            f"{r['policy']:14}{r['hit_rate']:10.3f}{r['req_per_s']:8.2f}"
+            f"{r['prompt_tok_per_s']:14.1f}{r['p50_s']:8.2f}{r['p99_s']:8.2f}"
+        )
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--groups", type=int, default=8)
-    ap.add_argument("--per-group", type=int, default=6)
-    ap.add_argument("--prefix-words", type=int, default=300)
-    ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--max-tokens", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = parser(__doc__, "provider_router.json", groups=8, per_group=6, prefix_words=300,
+                concurrency=4, max_tokens=8, seed=0)  # fmt: skip
     ap.add_argument("--workers", nargs="*", help="running workers; default: start 2")
-    ap.add_argument("--out", type=Path, default=RESULTS / "provider_router.json")
     args = ap.parse_args()
     with ExitStack() as stack:
-        workers = args.workers
-        if not workers:
-            from sglang_mx.assets import bundled_model_path
-            from sglang_mx.testing.server import launch_server
-
-            cms = [launch_server(bundled_model_path("mxfp4"), extra_args=["--enable-cache-report"])
-                   for _ in range(2)]  # fmt: skip
-            with ThreadPoolExecutor(2) as pool:
-                workers = list(pool.map(lambda cm: cm.__enter__(), cms))
-            for cm in cms:
-                stack.push(cm.__exit__)
-        model = httpx.get(workers[0] + "/v1/models", timeout=30).json()["data"][0]["id"]
+        workers = args.workers or bundled_servers(stack, 2)
+        model = served_model(workers[0])
         prompts = workload(args.groups, args.per_group, args.prefix_words, args.seed)
         rows = []
         for policy in ("cache_aware", "round_robin"):
@@ -118,16 +110,7 @@ def main() -> int:
             with router_process(workers, policy) as router:
                 row = run_policy(router, model, prompts, args.concurrency, args.max_tokens)
             rows.append({"policy": policy, **row})
-    result = {"meta": run_meta(model, args), "policies": rows}
-    print(f"{result['meta']['hardware']}  {result['meta']['date']}")
-    print(f"{'policy':14}{'hit rate':>10}{'req/s':>8}{'prompt tok/s':>14}{'p50 s':>8}{'p99 s':>8}")
-    for r in rows:
-        print(
-            f"{r['policy']:14}{r['hit_rate']:10.3f}{r['req_per_s']:8.2f}"
-            f"{r['prompt_tok_per_s']:14.1f}{r['p50_s']:8.2f}{r['p99_s']:8.2f}"
-        )
-    write_result(result, args.out, plot)
-    return 0
+    return finish({"meta": run_meta(model, args), "policies": rows}, args.out, table, plot)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@ a server process tree; the provider and router processes come from sglang_mx.pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sglang_mx.provider.launch import free_port, provider_process, router_process  # noqa: F401
@@ -56,6 +59,16 @@ def price_served_model(upstream: str, tmp: Path) -> tuple[int, Path]:
         tmp / "pricing.json", served["id"], context_length=ctx, max_completion_tokens=ctx - 256
     )
     return ctx, pricing
+
+
+@contextlib.contextmanager
+def priced_provider(upstream: str, tmp: Path, db: Path) -> Iterator[dict[str, Any]]:
+    """A provider (TEST_PROVIDER_ARGS, keys from `db`) in front of the session's SGLang server,
+    its served model priced by price_served_model; yields what a module's tests need of it:
+    url, upstream, db, ctx (the context length) and pricing (the file)."""
+    ctx, pricing = price_served_model(upstream, tmp)
+    with provider_process(upstream, pricing, db, *TEST_PROVIDER_ARGS) as prov:
+        yield {"url": prov.url, "upstream": upstream, "db": db, "ctx": ctx, "pricing": pricing}
 
 
 def kill_server_tree(base_url: str) -> int:
@@ -127,3 +140,10 @@ def wait_until_settled(upstream: str, db: Path, rid: str, left_at: float, timeou
         assert time.monotonic() < deadline, "the ledger row stayed pending"
         time.sleep(0.1)
     return Ledger(db).get(rid)
+
+
+def abandon_stream(prov: dict[str, Any], route: str, body: dict, headers: dict):
+    """Leave a stream on `route` of a priced_provider after three chunks, then wait until SGLang
+    stops and the ledger settles; returns the ledger row."""
+    rid, left_at = leave_stream_after(prov["url"] + route, body, headers)
+    return wait_until_settled(prov["upstream"], prov["db"], rid, left_at)

@@ -13,17 +13,9 @@ import httpx
 import openai
 import pytest
 from openrouter_schema import check_legacy, check_usage, check_v24
-from provider_support import (
-    MODEL_ID,
-    PRICES,
-    TEST_PROVIDER_ARGS,
-    expected_cost,
-    leave_stream_after,
-    price_served_model,
-    provider_process,
-    wait_until_settled,
-)
+from provider_support import MODEL_ID, PRICES, abandon_stream, expected_cost, priced_provider
 from sglang_mx.provider.keys import KeyStore
+from sglang_mx.provider.launch import provider_process
 from sglang_mx.provider.ledger import Ledger
 
 pytestmark = pytest.mark.server
@@ -53,8 +45,6 @@ def _cli_create_key(db: Path, name: str, *extra: str) -> str:
 @pytest.fixture(scope="module")
 def live(mxfp4_server: str, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("live")
-    ctx, pricing = price_served_model(mxfp4_server, tmp)
-    max_completion = ctx - 256  # what the pricing file allows
     db = tmp / "provider.sqlite"
     keys = {
         "a": _cli_create_key(db, "tenant-a"),
@@ -79,16 +69,9 @@ def live(mxfp4_server: str, tmp_path_factory):
         capture_output=True,
     )
     keys["revoked"] = revoked_plain
-    with provider_process(mxfp4_server, pricing, db, *TEST_PROVIDER_ARGS) as prov:
-        yield {
-            "max_completion": max_completion,
-            "url": prov.url,
-            "upstream": mxfp4_server,
-            "db": db,
-            "keys": keys,
-            "ctx": ctx,
-            "pricing": pricing,
-        }
+    with priced_provider(mxfp4_server, tmp, db) as prov:
+        # max_completion: what the pricing file allows
+        yield prov | {"keys": keys, "max_completion": prov["ctx"] - 256}
 
 
 def _client(live, key: str = "a") -> openai.OpenAI:
@@ -378,8 +361,7 @@ def test_disconnect_mid_stream_aborts_upstream(live) -> None:
             "max_tokens": max_tokens, "stream": True, "ignore_eos": True}  # fmt: skip
     h = {"Authorization": f"Bearer {live['keys']['a']}"}
     # After three chunks SGLang is decoding; it must stop long before max_tokens.
-    rid, left_at = leave_stream_after(live["url"] + "/v1/chat/completions", body, h)
-    row = wait_until_settled(live["upstream"], live["db"], rid, left_at)
+    row = abandon_stream(live, "/v1/chat/completions", body, h)
     assert row.status == "aborted" and 1 <= row.completion_tokens < max_tokens
 
 

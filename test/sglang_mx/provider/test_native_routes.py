@@ -19,12 +19,10 @@ import sglang
 from provider_support import (
     MODEL_ID,
     PRICES,
-    TEST_PROVIDER_ARGS,
+    abandon_stream,
     expected_cost,
-    leave_stream_after,
-    price_served_model,
+    priced_provider,
     provider_process,
-    wait_until_settled,
     write_pricing,
 )
 from sglang_mx.bench.agents.common import run_program, run_via_provider
@@ -161,7 +159,6 @@ def test_validate_generate_refuses(body, status, reason):
 @pytest.fixture(scope="module")
 def native(mxfp4_server: str, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("native")
-    ctx, pricing = price_served_model(mxfp4_server, tmp)
     db = tmp / "provider.sqlite"
     store = KeyStore(db)
     keys = {
@@ -169,8 +166,8 @@ def native(mxfp4_server: str, tmp_path_factory):
         for name, kw in (("a", {}), ("b", {}), ("limited", {"rpm": 2}), ("revoked", {}))
     }
     store.revoke(store.lookup(keys["revoked"]).id)
-    with provider_process(mxfp4_server, pricing, db, *TEST_PROVIDER_ARGS) as prov:
-        yield {"url": prov.url, "upstream": mxfp4_server, "db": db, "keys": keys, "ctx": ctx}
+    with priced_provider(mxfp4_server, tmp, db) as prov:
+        yield prov | {"keys": keys}
 
 
 def _flush(url: str) -> None:
@@ -391,8 +388,7 @@ def test_disconnect_aborts_upstream(native):
         "stream": True,
         "sampling_params": {"max_new_tokens": native["ctx"] - 300, "ignore_eos": True},
     }
-    rid, left_at = leave_stream_after(native["url"] + "/generate", body, _h(native))
-    row = wait_until_settled(native["upstream"], native["db"], rid, left_at)
+    row = abandon_stream(native, "/generate", body, _h(native))
     assert row.status == "aborted" and 1 <= row.completion_tokens < native["ctx"] - 300
 
 

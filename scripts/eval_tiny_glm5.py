@@ -11,22 +11,9 @@ dequantization of the MXFP4 checkpoint (what the served kernels compute).
 
 from __future__ import annotations
 
-import json
-
-import torch
-from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing import dsa_reference as dsa
 from sglang_mx.testing.hf_reference import load_hf_mxfp4, perplexity
-from tiny_common import glm5_eval_parser, glm5_held_out
-
-
-def load_eager(path: str):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation="eager"
-    )
-    return model.eval()
+from tiny_common import glm5_eval_parser, glm5_held_out, load_eager, write_record
 
 
 def main() -> None:
@@ -69,29 +56,27 @@ def main() -> None:
             f"{row['indexer']:.3f} (best {row['best']:.3f}, random {row['random']:.3f}; "
             f"{row['captured']:.2f} of the attainable gain)"
         )
-    record = {
-        "benchmark": "tiny_glm5_ppl",
-        "stamp": stamp(
-            config={
-                "model": "tiny-glm5 (GlmMoeDsaForCausalLM)",
-                "windows": args.windows,
-                "window_tokens": args.window,
-                "index_topk": topk,
-                "mass_windows_512": args.mass_windows,
-                "split": "stdlib held-out",
-                "compute": "transformers, float32",
-            }
-        ),
-        "results": {
+    config = {
+        "model": "tiny-glm5 (GlmMoeDsaForCausalLM)",
+        "windows": args.windows,
+        "window_tokens": args.window,
+        "index_topk": topk,
+        "mass_windows_512": args.mass_windows,
+        "split": "stdlib held-out",
+        "compute": "transformers, float32",
+    }
+    write_record(
+        args.out,
+        "tiny_glm5_ppl",
+        config,
+        results={
             "perplexity": results,
             "mxfp4_relative_increase_sparse": results["mxfp4_experts"]["sparse"]
             / results["bf16"]["sparse"]
             - 1,
             "topk_mass_per_layer": mass,
         },
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    )
 
 
 if __name__ == "__main__":

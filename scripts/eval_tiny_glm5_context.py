@@ -15,30 +15,19 @@ this record's `quality_context` by test/sglang_mx/test_tiny_glm5_context.py.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
 import torch
-from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing import dsa_reference as dsa
 from sglang_mx.testing.hf_reference import load_hf_mxfp4, quality_context
-from tiny_common import glm5_eval_parser, glm5_held_out
+from tiny_common import glm5_eval_parser, glm5_held_out, load_eager, write_record
 
 # The 0-512 band is the trained range (sequences of 128/256/512 tokens); a model that keeps its
 # quality has later bands at or below it (more context), so 1.25x is already a clear loss.
 FACTOR = 1.25
 BAND_EDGES = (0, 512, 1024, 2048, 4096, 8192)  # decision bands
 ISSUE_BANDS = ((0, 512), (512, 2048), (2048, 8192))  # the bands issue 26 names, reported too
-
-
-def load_eager(path: str):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.float32, attn_implementation="eager"
-    )
-    return model.eval()
 
 
 @torch.no_grad()
@@ -162,31 +151,30 @@ def main() -> None:
 
     served = [ppl["bf16"]["sparse"]["quality_context"], ppl["mxfp4_experts"]["sparse"]]
     context = min(served[0], served[1]["quality_context"])
-    record = {
-        "benchmark": "tiny_glm5_ppl_by_position",
-        "stamp": stamp(
-            config={
-                "model": "tiny-glm5 (GlmMoeDsaForCausalLM), trained on 128/256/512-token sequences",
-                "windows": args.windows,
-                "window_tokens": args.length,
-                "mass_windows": args.mass_windows,
-                "index_topk": topk,
-                "split": "stdlib held-out, files joined by eos",
-                "compute": "transformers, float32, eager attention",
-                "threads": args.threads,
-            }
-        ),
-        "factor": args.factor,
-        "rule": "quality_context = end of the longest run of bands from the first whose "
+    config = {
+        "model": "tiny-glm5 (GlmMoeDsaForCausalLM), trained on 128/256/512-token sequences",
+        "windows": args.windows,
+        "window_tokens": args.length,
+        "mass_windows": args.mass_windows,
+        "index_topk": topk,
+        "split": "stdlib held-out, files joined by eos",
+        "compute": "transformers, float32, eager attention",
+        "threads": args.threads,
+    }
+    write_record(
+        args.out,
+        "tiny_glm5_ppl_by_position",
+        config,
+        indent=1,
+        factor=args.factor,
+        rule="quality_context = end of the longest run of bands from the first whose "
         "perplexity (indexer active, as served) <= factor x the first band's; the served "
         "context is the smaller of bf16's and MXFP4's",
-        "quality_context": context,
-        "perplexity": ppl,
-        "topk_mass_by_band": mass_avg,
-        "wall_s": round(time.time() - t0, 1),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+        quality_context=context,
+        perplexity=ppl,
+        topk_mass_by_band=mass_avg,
+        wall_s=round(time.time() - t0, 1),
+    )
     print(f"quality context {context} tokens (factor {args.factor}); wrote {args.out}")
 
 

@@ -9,14 +9,11 @@ the reference dequantization of the MXFP4 checkpoint (what the served kernels co
 
 from __future__ import annotations
 
-import json
-
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing.corpus import encode_stream, stdlib_files
 from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity
-from tiny_common import eval_parser
+from tiny_common import eval_parser, write_record
 
 
 def main() -> None:
@@ -34,19 +31,16 @@ def main() -> None:
     ids = encode_stream(tok, held, tok.eos_token_id).tolist()
     ppl_bf16 = perplexity(load_hf(bf16), ids, max_windows=args.windows)
     ppl_mx = perplexity(load_hf_mxfp4(bf16, mxfp4), ids, max_windows=args.windows)
-    record = {
-        "benchmark": "tiny_model_ppl",
-        "stamp": stamp(
-            config={"windows": args.windows, "window_tokens": 256, "split": "stdlib held-out"}
-        ),
-        "results": {
+    write_record(
+        args.out,
+        "tiny_model_ppl",
+        {"windows": args.windows, "window_tokens": 256, "split": "stdlib held-out"},
+        results={
             "bf16": ppl_bf16,
             "mxfp4_experts": ppl_mx,
             "relative_increase": ppl_mx / ppl_bf16 - 1,
         },
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    )
     print(
         f"held-out perplexity: bf16 {ppl_bf16:.3f}, MXFP4 experts {ppl_mx:.3f} "
         f"(+{100 * (ppl_mx / ppl_bf16 - 1):.2f}%)"

@@ -1,6 +1,7 @@
 """What the tiny-model trainers and evaluators share (imported as a sibling: the scripts run as
 `python scripts/NAME.py`): the size and MoE routing both bundled model families are built with,
-the evaluators' command line and the GLM-5 evaluators' held-out setup."""
+the evaluators' command line, the GLM-5 evaluators' held-out setup and eager model, and the
+stamped result record every evaluator writes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import torch
 from sglang_mx.assets import bundled_model_path
+from sglang_mx.bench.stamp import stamp
 from sglang_mx.testing.corpus import CORPUS_BYTES, encode_stream, stdlib_files
 
 
@@ -83,3 +85,22 @@ def glm5_held_out(threads: int, corpus_bytes: int = CORPUS_BYTES):
     ids = encode_stream(tok, held, tok.eos_token_id)
     topk = json.loads((Path(bf16) / "config.json").read_text())["index_topk"]
     return bf16, mxfp4, ids, topk
+
+
+def load_eager(path: str):
+    """The float32 transformers model at `path` with eager attention (the DSA evaluators read
+    its attention weights), in eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation="eager"
+    )
+    return model.eval()
+
+
+def write_record(out: Path, benchmark: str, config: dict, indent: int = 2, **fields) -> None:
+    """An evaluator's result JSON at `out`: the benchmark's name, a stamp (hardware, versions,
+    date) carrying `config`, then `fields` in order."""
+    record = {"benchmark": benchmark, "stamp": stamp(config=config), **fields}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=indent) + "\n")

@@ -74,16 +74,27 @@ def test_entry_point_is_declared():
     assert eps["sglang.srt.platforms"]["mx_cpu"] == "sglang_mx.seam.platform:activate"
 
 
+# The ServerArgs fields MxCudaPlatform.apply_server_args_defaults reads or sets.
+PLATFORM_FLAGS = {
+    "device",
+    "sampling_backend",
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "disable_custom_all_reduce",
+}
+
+
 def unset_args(model_path: str, **kw) -> SimpleNamespace:
-    fields = dict(
-        device=None,
-        sampling_backend=None,
-        attention_backend=None,
-        prefill_attention_backend=None,
-        decode_attention_backend=None,
-        disable_custom_all_reduce=False,
-    )
-    return SimpleNamespace(model_path=model_path, **{**fields, **kw})
+    """Server args as SGLang has them when the user sets none of PLATFORM_FLAGS (its own
+    defaults, read from ServerArgs), but for `kw`."""
+    import msgspec
+    from sglang.srt.server_args import ServerArgs
+
+    fields = msgspec.structs.fields(ServerArgs)
+    unset = {f.name: f.default for f in fields if f.name in PLATFORM_FLAGS}
+    assert unset.keys() == PLATFORM_FLAGS, "SGLang renamed a flag the platform reads"
+    return SimpleNamespace(model_path=model_path, **{**unset, **kw})
 
 
 def test_server_args_defaults_for_a_dsa_model():

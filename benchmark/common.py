@@ -1,6 +1,6 @@
 """What the provider and guard benchmarks share: where results go, the run's metadata (date,
-hardware, load, versions), the bundled-model servers they start, their command line, and the
-table + JSON + PNG ending every run has."""
+hardware, load, versions), their command line, and for the provider benchmarks the bundled-model
+servers they start and the table + JSON + PNG ending of a run."""
 
 from __future__ import annotations
 

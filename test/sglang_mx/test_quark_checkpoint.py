@@ -1,8 +1,22 @@
-"""AMD Quark MXFP4 checkpoints written by `sglang-mx quantize --format quark` serve through our
-plugin (MoE method for routed experts, MXFP4 linear method for dense MLPs and shared experts)
-and stay close to the bf16 model: both layouts, served by a real SGLang server."""
+"""AMD Quark MXFP4 checkpoints served by a real SGLang server through our plugin (MoE method for
+routed experts, MXFP4 linear method for dense MLPs and shared experts) stay close to the bf16
+model they came from, on both tiny architectures:
+
+- GLM-4.5 (GQA): both layouts `sglang-mx quantize --format quark` writes at test time (full W4A4
+  with the dense MLP and shared experts MXFP4; experts-only W4A16);
+- GLM-5 (GlmMoeDsaForCausalLM: MLA + DSA indexer, served by mx_dsa): the full layout written at
+  test time (W4A4), and the shipped `tiny-glm5-quark` (Quark's file2file layout as
+  amd/GLM-5.2-MXFP4 ships: routed and shared experts MXFP4, exact-name excludes, MTP layer bf16;
+  W4A16), i.e. what `sglang-mx serve` serves by default: the session's default server.
+
+One server at a time (module-scoped, parametrized). Each is compared with its bf16 model's float32
+transformers forward on the same held-out sample, teacher-forced: every position's full next-token
+distribution (mean KL, top-1 agreement).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -20,45 +34,76 @@ from sglang_mx.testing.server import start_server
 pytestmark = pytest.mark.server
 
 VOCAB = 2048
-# (layout, act_quant, MXFP4 linears: layer 0's dense MLP + 3 MoE layers' shared experts, x2
-# for gate_up and down; the experts-only layout has none).
-LAYOUTS = [("full", "mxfp4", 8), ("experts", "none", 0)]
 
 
-@pytest.fixture(scope="module")
-def held_out_ids():
-    return held_out_prompt_ids(bundled_model_path("bf16"))
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str
+    bf16: str  # the bundled bf16 model it is quantized from / compared with
+    layout: str | None  # `--quark-layout` written at test time; None: the shipped default model
+    mode: str  # activation mode the log must show
+    linears: int  # MXFP4 linears (dense MLP + 3 MoE layers' shared experts, x2: gate_up, down)
+    max_kl: float  # bound on mean KL, nats
+    min_top1: float  # bound on top-1 agreement
 
 
-@pytest.fixture(scope="module")
-def bf16_logprobs(held_out_ids):
-    """log p(next | prefix) of the bf16 model in float32 (transformers), [T-1, V]."""
-    return reference_logprobs(load_hf(bundled_model_path("bf16"), torch.float32), held_out_ids)
+# Measured on the 2-core CPU box (SGLang 0.5.23, served in bf16, float32 transformers reference):
+#   GLM-4.5 (2026-11-30, 167 tokens): full W4A4 mean KL 0.041, top-1 0.826; experts W4A16 0.0067,
+#     0.910. Bounds ~3.5x the KL, ~1.7x the disagreement.
+#   GLM-5 (167 positions): quark-full W4A4 0.090, 0.832; shipped-quark W4A16 0.030, 0.928
+#     (2026-12-01); served tiny-glm5-bf16 (no quantization; bf16 activations, FP8 index keys)
+#     0.002, 0.988. Bounds ~3x the KL, ~2x the disagreement.
+# The bounds leave room for bf16 drift and a retrained model. What they must catch: GLM-5's
+# routed_scaling_factor 2.5 dropped (routed-expert output 2.5x too small) gives KL 0.56, top-1
+# 0.67, applied twice 1.04, 0.52; a wrong nibble order, scale or layer mapping costs whole nats.
+CHECKPOINTS = [
+    Checkpoint("glm45-quark-full", "bf16", "full", "W4A4", 8, 0.15, 0.7),
+    Checkpoint("glm45-quark-experts", "bf16", "experts", "W4A16", 0, 0.15, 0.7),
+    Checkpoint("glm5-quark-full", "glm5-bf16", "full", "W4A4", 8, 0.25, 0.70),
+    Checkpoint("glm5-shipped-quark", "glm5-bf16", None, "W4A16", 6, 0.08, 0.85),
+]
+
+_references: dict[str, tuple[list[int], torch.Tensor]] = {}
 
 
-@pytest.fixture(scope="module", params=LAYOUTS, ids=[p[0] for p in LAYOUTS])
+def reference(bf16: str) -> tuple[list[int], torch.Tensor]:
+    """The held-out sample and log p(next | prefix) of the bf16 model in float32 (transformers),
+    [T-1, V]; one per model for the module."""
+    if bf16 not in _references:
+        ids = held_out_prompt_ids(bundled_model_path(bf16))
+        model = load_hf(bundled_model_path(bf16), torch.float32)
+        # GLM-5: past index_topk keys the indexer's selections enter the comparison too (FP8
+        # index keys when served): the sample reaches into the sparse regime.
+        assert len(ids) > getattr(model.config, "index_topk", 0)
+        _references[bf16] = (ids, reference_logprobs(model, ids))
+    return _references[bf16]
+
+
+@pytest.fixture(scope="module", params=CHECKPOINTS, ids=[c.name for c in CHECKPOINTS])
 def quark_server(request, tmp_path_factory):
-    layout, act, linears = request.param
-    ckpt = tmp_path_factory.mktemp("quark") / f"quark-{layout}"
-    args = ["quantize", bundled_model_path("bf16"), str(ckpt), "--format", "quark"]
-    assert main([*args, "--quark-layout", layout, "--act-quant", act]) == 0
+    ck = request.param
+    if ck.layout is None:  # what `sglang-mx serve` serves: the session's server for it
+        yield request.getfixturevalue("default_server_handle"), ck
+        return
+    ckpt = tmp_path_factory.mktemp("quark") / ck.name
+    act = "mxfp4" if ck.mode == "W4A4" else "none"
+    args = ["quantize", bundled_model_path(ck.bf16), str(ckpt), "--format", "quark"]
+    assert main([*args, "--quark-layout", ck.layout, "--act-quant", act]) == 0
     handle = start_server(str(ckpt))
     try:
-        yield handle, act, linears
+        yield handle, ck
     finally:
         handle.stop()
 
 
-def test_quark_served_close_to_bf16(quark_server, held_out_ids, bf16_logprobs):
-    handle, act, linears = quark_server
+def test_quark_served_close_to_bf16(quark_server):
+    handle, ck = quark_server
     log = handle.log_path.read_text(errors="replace")
-    mode = "W4A4" if act == "mxfp4" else "W4A16"
-    check_mxfp4_log(log, mode, linears)
+    if ck.bf16.startswith("glm5"):
+        assert "'attention_backend': 'mx_dsa'" in log
+    check_mxfp4_log(log, ck.mode, ck.linears)
 
-    kl, top1 = served_kl_top1(handle.base_url, held_out_ids, bf16_logprobs, VOCAB)
-    # Measured 2026-11-30 on this CPU (served bf16 activations vs the fp32 bf16 model, 167
-    # tokens): full layout W4A4 mean KL 0.041, top-1 0.826; experts-only W4A16 0.0067, 0.910. The
-    # bounds (~3.5x the KL, ~1.7x the disagreement) leave room for bf16 drift and another
-    # training run; a wrong nibble order, scale or layer mapping costs whole nats.
-    assert kl < 0.15, (kl, top1)
-    assert top1 > 0.7, (kl, top1)
+    ids, bf16_logprobs = reference(ck.bf16)
+    kl, top1 = served_kl_top1(handle.base_url, ids, bf16_logprobs, VOCAB)
+    assert kl < ck.max_kl, (ck.name, kl, top1)
+    assert top1 > ck.min_top1, (ck.name, kl, top1)

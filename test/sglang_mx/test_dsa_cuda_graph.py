@@ -68,9 +68,7 @@ class Scene:
         kv.copy_(torch.randn(kv.shape, generator=g))
         self.index_buf = pool.get_index_k_with_scale_buffer(0)
         slots = self.req_to_token[self.req_to_token > 0].long()
-        index_k_pages.store(
-            self.index_buf, slots, torch.randn(len(slots), 128, generator=g), PAGE
-        )
+        index_k_pages.store(self.index_buf, slots, torch.randn(len(slots), 128, generator=g), PAGE)
         n = 5  # inputs per request row (the same row always gets the same new token)
         self.q_index = torch.randn(n, INDEX_HEADS, 128, generator=g)
         self.weights = torch.rand(n, INDEX_HEADS, generator=g)

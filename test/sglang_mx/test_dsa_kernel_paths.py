@@ -77,7 +77,9 @@ def _backend(pool, req_to_token, triton: bool, monkeypatch):
 
 
 def _decode_batch(seq_lens: list[int], req_to_token: torch.Tensor):
-    mode = SimpleNamespace(is_decode_or_idle=lambda: True, is_idle=lambda: False)
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    mode = ForwardMode.DECODE
     rows = torch.arange(len(seq_lens))
     last = torch.tensor([int(req_to_token[r, n - 1]) for r, n in enumerate(seq_lens)])
     return SimpleNamespace(

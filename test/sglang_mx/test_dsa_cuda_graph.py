@@ -20,8 +20,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from dsa_pool_support import PAGE, dsa_pool
 
-PAGE = 64
 TOPK = 128
 HEADS, INDEX_HEADS = 4, 4
 GRAPH_BS = 4
@@ -31,22 +31,7 @@ OWN_PAGES = 5  # pages each request row owns (up to 320 tokens); the rest of the
 
 @pytest.fixture(scope="module")
 def pool():
-    from sglang.srt.mem_cache.memory_pool import DSATokenToKVPool
-    from sglang.srt.runtime_context import get_parallel
-
-    get_parallel().override_permanently(attn_dcp_size=1, dcp_enabled=False)
-    return DSATokenToKVPool(
-        size=2048,
-        page_size=PAGE,
-        kv_lora_rank=512,
-        dtype=torch.float32,
-        qk_rope_head_dim=64,
-        layer_num=1,
-        device="cpu",
-        index_head_dim=128,
-        enable_memory_saver=False,
-        kv_cache_dim=576,
-    )
+    return dsa_pool(size=2048, layers=1)
 
 
 class Scene:

@@ -22,7 +22,7 @@ shares one top-k with the next layer).
 
 SGLang-private access (0.5.23): ModelRunner.req_to_token_pool /
 token_to_kv_pool / device / page_size, ForwardBatch fields (req_pool_indices, seq_lens_cpu,
-extend_seq_lens_cpu, out_cache_loc, forward_mode), MLATokenToKVPool.set_kv_buffer /
+extend_seq_lens_cpu, out_cache_loc, forward_mode, batch_size), MLATokenToKVPool.set_kv_buffer /
 get_key_buffer, DSATokenToKVPool.get_index_k_with_scale_buffer / index_page_size, RadixAttention
 fields (layer_id, tp_q_head_num, v_head_dim, scaling). The version is checked when the backend is
 registered (`registry.py`); this module is imported only when a runner creates the backend.

@@ -16,31 +16,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from dsa_pool_support import PAGE, dsa_pool
 
-PAGE = 64
 LAYERS = 2
 TOPK = 128
 
 
 @pytest.fixture(scope="module")
 def pool():
-    from sglang.srt.mem_cache.memory_pool import DSATokenToKVPool
-    from sglang.srt.runtime_context import get_parallel
-
-    # A server publishes its parallel config; a bare pool needs the one width it reads.
-    get_parallel().override_permanently(attn_dcp_size=1)
-    return DSATokenToKVPool(
-        size=1024,
-        page_size=PAGE,
-        kv_lora_rank=512,
-        dtype=torch.float32,
-        qk_rope_head_dim=64,
-        layer_num=LAYERS,
-        device="cpu",
-        index_head_dim=128,
-        enable_memory_saver=False,
-        kv_cache_dim=576,
-    )
+    return dsa_pool(size=1024, layers=LAYERS)
 
 
 def test_index_key_pages_match_sglang_writer(pool):
@@ -77,7 +61,9 @@ def _backend(pool, req_to_token, triton: bool, monkeypatch):
 
 
 def _decode_batch(seq_lens: list[int], req_to_token: torch.Tensor):
-    mode = SimpleNamespace(is_decode_or_idle=lambda: True, is_idle=lambda: False)
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    mode = ForwardMode.DECODE
     rows = torch.arange(len(seq_lens))
     last = torch.tensor([int(req_to_token[r, n - 1]) for r, n in enumerate(seq_lens)])
     return SimpleNamespace(

@@ -14,11 +14,33 @@ from sgl_kernel_rocm.attention import dsa_indexer_scores, dsa_sparse_decode, mla
 from sglang_mx.attention import index_k_pages
 
 
-def block_table(req_to_token_rows: torch.Tensor, seq_lens: torch.Tensor, page: int) -> torch.Tensor:
-    """int32 [B, max_pages] page ids from req_to_token rows [B, >= max seq_len]."""
-    max_pages = max(1, -(-int(seq_lens.max()) // page)) if seq_lens.numel() else 1
-    firsts = req_to_token_rows[:, : max_pages * page : page]
+def block_table(
+    req_to_token_rows: torch.Tensor, page: int, max_seq_len: int | None = None
+) -> torch.Tensor:
+    """int32 [B, max_pages] page ids from req_to_token rows [B, width]: enough pages for
+    `max_seq_len` (a host int, e.g. the max of SGLang's seq_lens_cpu), or for the whole row
+    without one. Built from shapes and host ints only: no host sync."""
+    width = req_to_token_rows.shape[1]
+    bound = width if max_seq_len is None else min(max(int(max_seq_len), 1), width)
+    firsts = req_to_token_rows[:, : -(-bound // page) * page : page]
     return (firsts // page).to(torch.int32).contiguous()
+
+
+def fill_block_table(
+    out: torch.Tensor, req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, page: int
+) -> None:
+    """Write the page ids of requests `req_pool_indices` [B] into `out` [B, max_pages] in place
+    (CUDA graphs: a fixed address, a shape set by the pool, so capturable); max_pages covers a
+    whole req_to_token row."""
+    firsts = torch.index_select(req_to_token[:, ::page], 0, req_pool_indices)
+    if firsts.shape != out.shape:
+        raise ValueError(f"block table {tuple(out.shape)} does not fit rows {tuple(firsts.shape)}")
+    out.copy_(firsts.div(page, rounding_mode="floor"))
+
+
+def max_pages(req_to_token: torch.Tensor, page: int) -> int:
+    """Pages a block-table row needs to cover a whole req_to_token row."""
+    return -(-req_to_token.shape[1] // page)
 
 
 def paged_latent(kv_buf: torch.Tensor, page: int) -> torch.Tensor:

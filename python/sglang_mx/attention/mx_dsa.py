@@ -5,7 +5,15 @@ covers them wherever the plugin runs: prefill, extend over a radix-cache prefix,
 mixed prefill+decode batches and decode, over SGLang's own pools -- the paged latent cache of
 `DSATokenToKVPool` (page 64) and its FP8 index-key pages (index_k_pages). The math is torch
 (dsa_math) on CPU; on a GPU, decode runs sgl_kernel_rocm's Triton MLA/DSA/indexer kernels
-(dsa_triton), and extend stays on torch; no CUDA graphs yet (--disable-cuda-graph).
+(dsa_triton) with no host sync (the block table is sized from SGLang's host seq_lens_cpu), and
+extend stays on torch (no kernel of ours is an extend kernel).
+CUDA graphs (SGLang 0.5.23's hooks, decode only, as mx_triton): init_cuda_graph_state allocates
+a block table [max_bs, pages of a whole req_to_token row] and seq_lens [max_bs] once;
+init_forward_metadata_out_graph (before capture and each replay) points decode at their first
+bs rows; init_forward_metadata_in_graph (recorded in the graph) refills them from the runner's
+static req_pool_indices / seq_lens. Launch shapes then depend on bs and the pool only, and the
+indexer's top-k (scores over the whole row's capacity, -inf past each length, torch.topk) stays
+on the device. Target verify / draft extend under graphs are refused with a message.
 Model side: DeepseekV2AttentionMLA asks `AttentionBackendRegistry` (models/deepseek_common) how
 to run; our handler always answers MLA (absorbed), so attention gets q = [q_nope W_UK | q_pe]
 [T, H, 576], k = [c_kv | k_pe] and `topk_indices` from the indexer (indexer_forward_native,
@@ -14,7 +22,7 @@ shares one top-k with the next layer).
 
 SGLang-private access (0.5.23): ModelRunner.req_to_token_pool /
 token_to_kv_pool / device / page_size, ForwardBatch fields (req_pool_indices, seq_lens_cpu,
-extend_seq_lens_cpu, out_cache_loc, forward_mode), MLATokenToKVPool.set_kv_buffer /
+extend_seq_lens_cpu, out_cache_loc, forward_mode, batch_size), MLATokenToKVPool.set_kv_buffer /
 get_key_buffer, DSATokenToKVPool.get_index_k_with_scale_buffer / index_page_size, RadixAttention
 fields (layer_id, tp_q_head_num, v_head_dim, scaling). The version is checked when the backend is
 registered (`registry.py`); this module is imported only when a runner creates the backend.
@@ -29,6 +37,7 @@ import torch
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 
 from sglang_mx.attention import dsa_indexer, dsa_math
+from sglang_mx.attention.host_lengths import host_max
 
 BACKEND_NAME = "mx_dsa"
 # Force the Triton decode kernels (on a CPU: through TRITON_INTERPRET=1), for tests.
@@ -77,21 +86,74 @@ class MxDsaAttnBackend(AttentionBackend):
         self.kv_lora_rank = int(self.token_to_kv_pool.kv_lora_rank)
         self.use_triton = _use_triton(self.device)
         self.requests: list[dsa_math.Request] = []
-        self.decode = False
+        # Decode on the kernels: page table and lengths (None: the torch path, over requests).
         self.table: torch.Tensor | None = None
         self.seq_lens: torch.Tensor | None = None
+        # CUDA-graph state (init_cuda_graph_state): fixed-address buffers for max_bs rows.
+        self.cuda_graph_table: torch.Tensor | None = None
+        self.cuda_graph_seq_lens: torch.Tensor | None = None
 
     def init_forward_metadata(self, forward_batch: Any) -> None:
+        """Eager path. Kernel decode reads no device value on the host (no per-request list)."""
         mode = forward_batch.forward_mode
-        self.decode = mode.is_decode_or_idle()
-        self.requests = [] if mode.is_idle() else requests_of(forward_batch, self.req_to_token)
         self.table = self.seq_lens = None
-        if self.use_triton and self.decode and self.requests:
+        self.requests = []
+        if mode.is_idle():
+            return
+        if self.use_triton and mode.is_decode():
             from sglang_mx.attention import dsa_triton
 
             self.seq_lens = forward_batch.seq_lens.to(torch.int32)
             rows = self.req_to_token[forward_batch.req_pool_indices]
-            self.table = dsa_triton.block_table(rows, self.seq_lens, self.page_size)
+            bound = host_max(getattr(forward_batch, "seq_lens_cpu", None))
+            self.table = dsa_triton.block_table(rows, self.page_size, bound)
+            return
+        self.requests = requests_of(forward_batch, self.req_to_token)
+
+    # -- CUDA graphs (decode) -------------------------------------------------------------
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+        from sglang_mx.attention import dsa_triton
+
+        device = self.req_to_token.device
+        pages = dsa_triton.max_pages(self.req_to_token, self.page_size)
+        self.cuda_graph_table = torch.zeros(max_bs, pages, dtype=torch.int32, device=device)
+        self.cuda_graph_seq_lens = torch.ones(max_bs, dtype=torch.int32, device=device)
+
+    def get_cuda_graph_seq_len_fill_value(self) -> int:
+        # Padded rows (req_to_token row 0, SGLang's padding row) attend one token: finite, unused.
+        return 1
+
+    def init_forward_metadata_out_graph(self, forward_batch: Any, in_capture: bool = False):
+        """Capture and replay: point decode at the fixed buffers' first bs rows."""
+        mode = forward_batch.forward_mode
+        if not mode.is_decode_or_idle():
+            raise RuntimeError(
+                f"--attention-backend {BACKEND_NAME} captures CUDA graphs for decode only, not "
+                f"{mode.name} (speculative decoding); launch with --disable-cuda-graph"
+            )
+        if self.cuda_graph_table is None:
+            raise RuntimeError(f"{BACKEND_NAME}: init_cuda_graph_state was not called")
+        bs = forward_batch.batch_size
+        if bs > self.cuda_graph_table.shape[0]:
+            raise ValueError(
+                f"batch {bs} exceeds the CUDA-graph buffers' max batch "
+                f"{self.cuda_graph_table.shape[0]}"
+            )
+        self.requests = []
+        self.table = self.cuda_graph_table[:bs]
+        self.seq_lens = self.cuda_graph_seq_lens[:bs]
+
+    def init_forward_metadata_in_graph(self, forward_batch: Any) -> None:
+        """Recorded in the graph: refill the fixed buffers from the runner's static inputs."""
+        if not forward_batch.forward_mode.is_decode_or_idle() or self.table is None:
+            return
+        from sglang_mx.attention import dsa_triton
+
+        dsa_triton.fill_block_table(
+            self.table, self.req_to_token, forward_batch.req_pool_indices, self.page_size
+        )
+        self.seq_lens.copy_(forward_batch.seq_lens)
 
     # -- indexer (called by indexer_forward_native) --------------------------------------
 
@@ -139,12 +201,6 @@ class MxDsaAttnBackend(AttentionBackend):
 
     def support_triton(self) -> bool:
         return True
-
-    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
-        raise RuntimeError(
-            f"--attention-backend {BACKEND_NAME} has no CUDA-graph support yet; launch "
-            "with --disable-cuda-graph"
-        )
 
 
 def _handle_mla(attn: Any, forward_batch: Any) -> Any:

@@ -32,6 +32,8 @@ from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 from sglang.srt.mem_cache.memory_pool import KVWriteLoc
 from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 
+from sglang_mx.attention.host_lengths import host_max
+
 if TYPE_CHECKING:
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch
 
@@ -73,7 +75,7 @@ class MxTritonAttnBackend(AttentionBackend):
             rows = self.req_to_token[forward_batch.req_pool_indices]
             self.block_table = rows.to(torch.int32)
             self.seq_lens = forward_batch.seq_lens.to(torch.int32)
-            self.max_seq_len = _host_max(getattr(forward_batch, "seq_lens_cpu", None))
+            self.max_seq_len = host_max(getattr(forward_batch, "seq_lens_cpu", None))
 
     # ------------------------------------------------------------- CUDA graphs
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
@@ -158,13 +160,6 @@ class MxTritonAttnBackend(AttentionBackend):
 
     def support_triton(self) -> bool:
         return True
-
-
-def _host_max(seq_lens_cpu: torch.Tensor | None) -> int | None:
-    """Max of SGLang's host-side lengths (a CPU tensor: no device sync), or None."""
-    if seq_lens_cpu is None or seq_lens_cpu.numel() == 0:
-        return None
-    return max(seq_lens_cpu.tolist())
 
 
 def _maybe(delegate: Any, hook: str, *args: Any) -> None:

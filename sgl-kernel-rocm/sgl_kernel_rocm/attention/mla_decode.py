@@ -191,6 +191,13 @@ def _mla_decode_split_kernel(
 
 
 MAX_BLOCK_H = 64  # heads one program holds; more heads take several head blocks
+# The kernel's tile variants by name (arch tables set them per shape; benchmarks time each).
+TILE_VARIANTS = {
+    "table": {},
+    "keys_on_m": {"KEYS_ON_M": True, "PREFETCH": False},
+    "prefetch": {"KEYS_ON_M": False, "PREFETCH": True},
+    "keys_on_m+prefetch": {"KEYS_ON_M": True, "PREFETCH": True},
+}
 
 
 def _scale_tensor(scale: _common.Scale, device: torch.device) -> torch.Tensor:
@@ -232,6 +239,7 @@ def mla_decode(
     out: torch.Tensor | None = None,
     return_lse: bool = False,
     max_seq_len: int | None = None,
+    tile_config: dict | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Absorbed MLA decode: q [B, H, 512+64] over a paged latent cache -> [B, H, 512].
 
@@ -240,6 +248,8 @@ def mla_decode(
     1/sqrt(256). `max_seq_len` (a host int >= every seq_lens entry, e.g. max of SGLang's
     seq_lens_cpu) sizes the split plan; without it the block table's capacity does. No host
     sync either way (see _common.py); CUDA-graph capturable with a fixed `num_splits`.
+    `tile_config` overrides entries of the arch table's launch config (BLOCK_N, num_warps,
+    BLOCK_H, KEYS_ON_M, PREFETCH; e.g. a TILE_VARIANTS entry), for benchmarks and tests.
     """
     if kv_cache.dim() == 2:
         kv_cache = kv_cache.unsqueeze(1)
@@ -259,7 +269,7 @@ def mla_decode(
     sm_scale = (192 + ROPE_DIM) ** -0.5 if sm_scale is None else sm_scale
     kv_tag = "fp8" if kv_cache.dtype == torch.float8_e4m3fn else "16"
     op = "decode_mla" if indices is None else "decode_dsa"
-    cfg = _common.resolve_config(op, batch, f"h{heads}_d{d}_kv{kv_tag}")
+    cfg = _common.resolve_config(op, batch, f"h{heads}_d{d}_kv{kv_tag}") | (tile_config or {})
     block_h = mla_block_h(cfg, heads)
     head_blocks = -(-heads // block_h)
     num_idx = 0 if indices is None else indices.shape[1]

@@ -120,9 +120,12 @@ def _mla_decode_split_kernel(
     hb = tl.program_id(1)
     split = tl.program_id(2)
     seq_len = split_kv.clamped_seq_len(SEQ, b, seq_cap)
-    # Dense: iterate context positions; sparse: iterate slots of the index list.
-    lo, hi = split_kv.split_range_aligned(num_idx if SPARSE else seq_len, split, num_splits,
-                                          BLOCK_N)  # fmt: skip
+    # Dense: iterate context positions (splits start on tile multiples); sparse: iterate slots
+    # of the index list.
+    if SPARSE:
+        lo, hi = split_kv.split_range(0, num_idx, split, num_splits)
+    else:
+        lo, hi = split_kv.split_range_aligned(seq_len, split, num_splits, BLOCK_N)
 
     heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = heads < num_heads

@@ -61,16 +61,10 @@ def radix_topk_case(arch: str) -> Case:
     scores, top-k 2,048."""
     from sgl_kernel_rocm.attention.topk_radix import BLOCK, NUM_WARPS
 
-    return build(
-        kernel="attn.topk_radix",
-        module="sgl_kernel_rocm.attention.topk_radix",
-        fn="_radix_topk_kernel",
-        arch=arch,
-        label="fp32:k2048",
+    module = "sgl_kernel_rocm.attention.topk_radix"
+    launch = {"num_warps": NUM_WARPS, "num_stages": 1}
+    return build("attn.topk_radix", module, "_radix_topk_kernel", arch, "fp32:k2048", launch,
         pointers=(("S", "*fp32"), ("SEQ", "*i32"), ("OUT", "*i32")),
         ints=(("length", 20000), ("k", 2048), ("stride_sb", 20000), ("stride_ob", 2048)),
-        constexprs=(("BLOCK", BLOCK),),
-        cfg={"num_warps": NUM_WARPS, "num_stages": 1},
-        stream="scores",
-        stream_bytes_per_iter=BLOCK * 4,
-    )
+        constexprs=(("BLOCK", BLOCK),), stream="scores", stream_bytes_per_iter=BLOCK * 4,
+    )  # fmt: skip

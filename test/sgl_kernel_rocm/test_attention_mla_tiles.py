@@ -48,3 +48,11 @@ def test_mla_and_dsa_tile_variants(variant, heads, kv_dtype, page):
     )
     assert_bf16_close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale), "dsa")
     assert torch.equal(sparse[0], torch.zeros_like(sparse[0]))
+
+
+def test_tile_config_names_only_launch_entries():
+    q = torch.zeros(1, 8, D_QK, dtype=torch.bfloat16)
+    kv = torch.zeros(2, 64, D_QK, dtype=torch.bfloat16)
+    bt, seq = torch.zeros(1, 1, dtype=torch.int32), torch.ones(1, dtype=torch.int32)
+    with pytest.raises(ValueError, match="KEYS_ON_N"):
+        mla_decode(q, kv, bt, seq, tile_config={"KEYS_ON_N": True})

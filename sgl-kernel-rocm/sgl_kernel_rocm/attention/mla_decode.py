@@ -194,6 +194,8 @@ def _mla_decode_split_kernel(
 
 
 MAX_BLOCK_H = 64  # heads one program holds; more heads take several head blocks
+# Launch-config entries a caller may override (mla_decode's tile_config).
+TILE_KEYS = frozenset({"BLOCK_N", "BLOCK_H", "num_warps", "num_stages", "KEYS_ON_M", "PREFETCH"})
 # The kernel's tile variants by name (arch tables set them per shape; benchmarks time each).
 TILE_VARIANTS = {
     "table": {},
@@ -272,6 +274,9 @@ def mla_decode(
     sm_scale = (192 + ROPE_DIM) ** -0.5 if sm_scale is None else sm_scale
     kv_tag = "fp8" if kv_cache.dtype == torch.float8_e4m3fn else "16"
     op = "decode_mla" if indices is None else "decode_dsa"
+    unknown = set(tile_config or {}) - TILE_KEYS
+    if unknown:
+        raise ValueError(f"tile_config keys {sorted(unknown)} are not among {sorted(TILE_KEYS)}")
     cfg = _common.resolve_config(op, batch, f"h{heads}_d{d}_kv{kv_tag}") | (tile_config or {})
     block_h = mla_block_h(cfg, heads)
     head_blocks = -(-heads // block_h)

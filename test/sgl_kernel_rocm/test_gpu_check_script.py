@@ -207,3 +207,17 @@ def test_dry_run_writes_results(tmp_path):
     assert "DRY RUN" in md and "## Against issue 13's targets" in md and "| TP8 |" in md
     assert "commit `0123abc`" in md
     assert (tmp_path / "gpu_check.log").exists()
+
+
+def test_issue_22_targets_read_only_the_shipped_tables_rows():
+    """A tile-variant row (variant=...) is timed beside the table's pick but is not what ships:
+    the targets table reads the table's rows only."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check_run", ROOT / "benchmark" / "gpu_check" / "run.py"
+    )
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    base = {"kind": "mla", "status": "ok", "heads": 8, "batch": 32, "ctx": 20480}
+    rows = [{**base, "frac_copy": 0.5}, {**base, "frac_copy": 0.1, "variant": "keys_on_m"}]
+    line = next(x for x in run._targets_22(rows) if x.startswith("| MLA, 8 heads"))
+    assert "50% - 50%" in line, line

@@ -77,6 +77,7 @@ elif [[ $PROFILE == attention ]]; then
     CHECK_S=${GPU_CHECK_CHECK_S:-210}
     DEFAULT_STEPS=env,check,tests
     kinds=check_mla,check_dsa,check_indexer,mla,dsa,indexer,indexer_scores,indexer_topk
+    kinds+=,indexer_topk_radix
     export GPU_CHECK_KINDS=${GPU_CHECK_KINDS:-$kinds}
     TESTS_K=${TESTS_K:-"decode or indexer"}
 elif [[ -n $PROFILE ]]; then

@@ -22,7 +22,9 @@ from sgl_kernel_rocm.attention import (
     mla_decode,
     mla_decode_ref,
     select_topk,
+    select_topk_radix,
 )
+from sgl_kernel_rocm.attention.mla_decode import TILE_VARIANTS
 
 D = 576
 # FLOPs per head and key of absorbed MLA: q.k over 512 + 64 dims, then p.v over 512 (x2 for
@@ -73,6 +75,7 @@ def mla_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     q = torch.randn(b, heads, D, device=dev).to(torch.bfloat16)
     scale = torch.tensor(0.25, device=dev)
     out = torch.empty(b, heads, 512, device=dev, dtype=torch.bfloat16)
+    tile = TILE_VARIANTS[p.get("variant", "table")]  # the table's pick, or a named variant
     if sparse:
         g = torch.Generator(device="cpu").manual_seed(seed + 1)
         idx = torch.stack([torch.randperm(ctx, generator=g)[:keys] for _ in range(b)])
@@ -80,7 +83,7 @@ def mla_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
 
         def call(bt):
             return dsa_sparse_decode(q, pool, bt, seq, idx, kv_scale=scale, out=out,
-                                     max_seq_len=ctx)  # fmt: skip
+                                     max_seq_len=ctx, tile_config=tile)  # fmt: skip
 
         ref = lambda: dsa_sparse_decode_ref(q[:2], pool, tables[0][:2], seq[:2], idx[:2],  # noqa: E731
                                             kv_scale=scale)  # fmt: skip
@@ -88,7 +91,9 @@ def mla_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
         idx = None
 
         def call(bt):
-            return mla_decode(q, pool, bt, seq, kv_scale=scale, out=out, max_seq_len=ctx)
+            return mla_decode(
+                q, pool, bt, seq, kv_scale=scale, out=out, max_seq_len=ctx, tile_config=tile
+            )
 
         ref = lambda: mla_decode_ref(q[:2], pool, tables[0][:2], seq[:2], kv_scale=scale)  # noqa: E731
     nbytes = ws + q.numel() * 2 + out.numel() * 2 + (idx.numel() * 4 if sparse else 0)
@@ -123,10 +128,12 @@ def indexer_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
                                            tables[0][:2].cpu(), seq[:2].cpu())  # fmt: skip
 
     score_bytes = b * ctx * 4
-    if kind == "indexer_topk":  # reads the fp32 scores, writes the indices
+    if kind in ("indexer_topk", "indexer_topk_radix"):  # reads the fp32 scores, writes indices
         made = scores(tables[0])
-        return {"fn": lambda: select_topk(made, seq, top_k), "bytes": score_bytes + b * top_k * 4,
-                "copies": 1, "flops": 0, "check": check}  # fmt: skip
+        select = select_topk_radix if kind == "indexer_topk_radix" else select_topk
+        extra = {"selection_ok": same_selection(made, select(made, seq, top_k), top_k)}
+        return {"fn": lambda: select(made, seq, top_k), "bytes": score_bytes + b * top_k * 4,
+                "copies": 1, "flops": 0, "check": check, "extra": extra}  # fmt: skip
     if kind == "indexer_scores":  # reads keys + scales, writes the fp32 scores
         nbytes = ws + q.numel() * 2 + score_bytes
         return {"fn": _rotating(scores, tables), "bytes": nbytes, "copies": len(tables),
@@ -134,6 +141,15 @@ def indexer_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     nbytes = ws + q.numel() * 2 + b * top_k * 4
     return {"fn": _rotating(full, tables), "bytes": nbytes, "copies": len(tables),
             "flops": flops, "check": check}  # fmt: skip
+
+
+def same_selection(scores: torch.Tensor, idx: torch.Tensor, top_k: int) -> bool:
+    """The chosen positions' scores are torch.topk's values (as multisets, row by row; -1 for
+    a missing one), so a select may order or break ties differently but not pick worse."""
+    want = torch.topk(scores, min(top_k, scores.shape[1]), dim=1).values
+    got = torch.where(idx >= 0, scores.gather(1, idx.long().clamp(min=0)), float("-inf"))
+    got = got.sort(dim=1, descending=True).values[:, : want.shape[1]]
+    return bool(torch.equal(got, want))
 
 
 def check_attention(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:

@@ -31,6 +31,9 @@ BATCHES = (1, 8, 32, 128)
 DSA_TOP_K = 2048
 INDEXER_HEADS, INDEXER_DIM = 32, 128
 PAGE = 64
+# MLA/DSA tile variants (sgl_kernel_rocm.attention.mla_decode.TILE_VARIANTS) timed beside the
+# shipped table's pick at a headline point (20k context, batch 32): (kind, mode, variant).
+TILE_VARIANT_ROWS = (("mla", "TP8", "keys_on_m"), ("mla", "TP8", "prefetch"))
 
 # Tiny shapes for the CPU dry run (Triton interpreter): same code, seconds not minutes.
 DRY = {
@@ -132,6 +135,11 @@ def build_plan(dry: bool = False, with_bf16_moe: bool = True) -> list[Case]:
                     plan.append(Case(kind, {"mode": mode, "heads": heads, "batch": b, "ctx": ctx,
                                             "top_k": top_k}, pr, EST["time"],
                                      compile_key=f"{kind}:{heads}:{b}"))  # fmt: skip
+    for kind, mode, variant in TILE_VARIANT_ROWS:
+        b = batches[-1] if dry else 32
+        plan.append(Case(kind, {"mode": mode, "heads": heads_by[mode], "batch": b,
+                                "ctx": contexts[-1], "top_k": top_k, "variant": variant}, 2,
+                         EST["time"], compile_key=f"{kind}:{mode}:{b}:{variant}"))  # fmt: skip
     # The indexer: scores + top-k, the score kernel alone, torch's top-k alone (one compile).
     for ctx in contexts:
         for b in batches:
@@ -139,6 +147,10 @@ def build_plan(dry: bool = False, with_bf16_moe: bool = True) -> list[Case]:
             for kind in ("indexer", "indexer_scores", "indexer_topk"):
                 plan.append(Case(kind, {"batch": b, "ctx": ctx}, pr,
                                  EST["time"], compile_key=f"indexer:{b}"))  # fmt: skip
+    # The radix top-k (topk_radix.py) beside torch's, at the longest context (one compile).
+    for b in sorted({batches[0], batches[-1] if dry else 32}):
+        plan.append(Case("indexer_topk_radix", {"batch": b, "ctx": contexts[-1]}, 2, EST["time"],
+                         compile_key="indexer_topk_radix"))  # fmt: skip
     return plan
 
 

@@ -34,7 +34,8 @@ INPUTS = (
     "compile_check/costmodel/perf.json", "compile_check/costmodel/launches.py",
 )  # fmt: skip
 TIMED = ("moe", "moe_bf16", "mla", "dsa")
-UNMODELLED = ("indexer", "indexer_scores", "indexer_topk")  # timed rows the model does not cover
+# Timed rows the model does not cover.
+UNMODELLED = ("indexer", "indexer_scores", "indexer_topk", "indexer_topk_radix")
 
 
 def inputs_hash(arch: str) -> str:

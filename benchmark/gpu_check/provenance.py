@@ -42,6 +42,7 @@ KERNEL_SOURCES: dict[str, list[str]] = {
     "check_indexer": _INDEXER,
     "indexer_scores": _INDEXER,
     "indexer_topk": _INDEXER,
+    "indexer_topk_radix": [*_INDEXER, f"{_PKG}/attention/topk_radix.py"],
 }
 
 

@@ -170,12 +170,15 @@ def _run_case(case, A, M, MO, roofs: tuple[float, float], bf16_name, bf16_fn) ->
         out, ref = A.indexer_case(p)["check"]()
         res = A.check_scores(out, ref)
         return {"status": "ok" if res["ok"] else "MISMATCH", **res}
-    if kind in ("mla", "dsa", "indexer", "indexer_scores", "indexer_topk"):
+    if kind in ("mla", "dsa", "indexer", "indexer_scores", "indexer_topk", "indexer_topk_radix"):
         make = A.indexer_case if kind.startswith("indexer") else A.mla_case
         c = make({**p, "kind": kind})
         t, how = M.kernel_time_s(c["fn"])
-        return _bw_row(t, c["bytes"], bw, how, copies=c["copies"],
-                       **_roofline(t, c["bytes"], c["flops"], bw, peak))  # fmt: skip
+        row = _bw_row(t, c["bytes"], bw, how, copies=c["copies"], **c.get("extra", {}),
+                      **_roofline(t, c["bytes"], c["flops"], bw, peak))  # fmt: skip
+        if row.get("selection_ok") is False:  # a top-k that picks other scores than torch's
+            row["status"] = "MISMATCH"
+        return row
     if kind == "moe":
         c = MO.moe_case(p)
         t, how = M.kernel_time_s(c["fn"])
@@ -270,17 +273,19 @@ def markdown(report: dict[str, Any]) -> str:
         ("MoE bf16 weights (same kernel family), per GPU", ("moe_bf16",),
          ["layout", "tokens", "impl", "us", "frac_copy", "gate_up_us", "down_us", "status"]),
         ("MLA decode, FP8 latent (512 + 64)", ("mla",),
-         ["mode", "heads", "batch", "ctx", "us", "gbps", "frac_copy", "tflops", "frac_roofline",
-          "bound", "status"]),
+         ["mode", "heads", "batch", "ctx", "variant", "us", "gbps", "frac_copy", "tflops",
+          "frac_roofline", "bound", "status"]),
         ("DSA sparse decode, FP8 latent, 2,048 selected keys", ("dsa",),
-         ["mode", "heads", "batch", "ctx", "us", "gbps", "frac_copy", "tflops", "frac_roofline",
-          "bound", "status"]),
+         ["mode", "heads", "batch", "ctx", "variant", "us", "gbps", "frac_copy", "tflops",
+          "frac_roofline", "bound", "status"]),
         ("DSA indexer (32 heads x 128, FP8 keys) + top-k", ("indexer",),
          ["batch", "ctx", "us", "gbps", "frac_copy", "tflops", "status"]),
         ("DSA indexer score kernel alone (indexer_scores)", ("indexer_scores",),
          ["batch", "ctx", "us", "gbps", "frac_copy", "tflops", "frac_roofline", "status"]),
         ("DSA indexer top-k alone (torch.topk over the scores)", ("indexer_topk",),
          ["batch", "ctx", "us", "gbps", "frac_copy", "status"]),
+        ("DSA indexer top-k alone, radix select (topk_radix.py)", ("indexer_topk_radix",),
+         ["batch", "ctx", "us", "gbps", "frac_copy", "selection_ok", "status"]),
     ]  # fmt: skip
     profile = h.get("profile", "")
     if not profile:
@@ -341,9 +346,9 @@ def _targets(rows: list[dict[str, Any]]) -> list[str]:
 def _targets_22(rows: list[dict[str, Any]]) -> list[str]:
     """Issue 22's H200 targets (decode attention), read off this run's rows."""
 
-    def pick(kind, key, **want):
+    def pick(kind, key, **want):  # the shipped tables' rows (a tile variant is not shipped)
         return [r[key] for r in rows if r["kind"] == kind and r.get("status") == "ok"
-                and r.get(key) is not None
+                and r.get(key) is not None and "variant" not in r
                 and all(f(r.get(k)) for k, f in want.items())]  # fmt: skip
 
     def span(vals, fmt):

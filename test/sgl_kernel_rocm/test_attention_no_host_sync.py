@@ -56,17 +56,20 @@ def test_gqa_decode_no_host_sync(splits, kv_dtype):
     assert_bf16_close(out2, gqa_decode_ref(q, k, v, bt, seq, k_scale=0.25, v_scale=0.5))
 
 
-@pytest.mark.parametrize("splits", [None, 2])
-def test_mla_and_dsa_decode_no_host_sync(splits):
+@pytest.mark.parametrize(("splits", "tile"), [(None, "table"), (2, "keys_on_m+prefetch")])
+def test_mla_and_dsa_decode_no_host_sync(splits, tile):
+    from sgl_kernel_rocm.attention.mla_decode import TILE_VARIANTS
+
     g = torch.Generator().manual_seed(2)
     kv, bt, seq = _paged(g, (576,), torch.float8_e4m3fn)
     q = torch.randn(2, 16, 576, generator=g).to(torch.bfloat16)
     scale = torch.tensor(0.25)  # device-resident per-tensor scale: read by the kernel
     idx = torch.randint(-2, 80, (2, 48), generator=g, dtype=torch.int32)
     with forbid_host_sync():
-        out, lse = mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, return_lse=True)
+        out, lse = mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, return_lse=True,
+                              tile_config=TILE_VARIANTS[tile])  # fmt: skip
         sparse = dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits,
-                                   max_seq_len=70)  # fmt: skip
+                                   max_seq_len=70, tile_config=TILE_VARIANTS[tile])  # fmt: skip
     assert_bf16_close(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale))
     assert torch.isfinite(lse).all()
     assert_bf16_close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale))
@@ -81,7 +84,9 @@ def test_dsa_indexer_no_host_sync():
     with forbid_host_sync():
         wide = dsa_indexer(q, w, k, k_scale, bt, seq, top_k=16)
         tight = dsa_indexer(q, w, k, k_scale, bt, seq, top_k=16, max_seq_len=70)
+        radix = dsa_indexer(q, w, k, k_scale, bt, seq, top_k=16, select="radix")
     assert torch.equal(wide, tight)
+    assert torch.equal(radix.sort(dim=1).values, wide.sort(dim=1).values)  # same picks
     for b, n in enumerate(LENS):
         chosen = wide[b][wide[b] >= 0]
         assert chosen.numel() == min(16, n) and (chosen < n).all()

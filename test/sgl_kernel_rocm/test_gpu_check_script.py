@@ -71,7 +71,7 @@ def test_attention_profile_plans_issue_22s_shapes_in_five_minutes(tmp_path):
     full = [c for c in P.build_plan() if c.kind in kinds]
     assert {c.kind for c in full} == kinds == {
         "check_mla", "check_dsa", "check_indexer", "mla", "dsa", "indexer", "indexer_scores",
-        "indexer_topk"}  # fmt: skip
+        "indexer_topk", "indexer_topk_radix"}  # fmt: skip
     attn = [c.params for c in full if c.kind in ("mla", "dsa")]
     assert {a["heads"] for a in attn} == {8, 64} and {a["top_k"] for a in attn} == {2048}
     assert {a["ctx"] for a in attn} == {4096, 8192, 20480}
@@ -79,6 +79,12 @@ def test_attention_profile_plans_issue_22s_shapes_in_five_minutes(tmp_path):
     for kind in ("indexer_scores", "indexer_topk"):
         rows = {(c.params["batch"], c.params["ctx"]) for c in full if c.kind == kind}
         assert rows == {(b, ctx) for b in (1, 8, 32, 128) for ctx in (4096, 8192, 20480)}
+    # The MLA tile variants, named as the kernel names them, beside the table's pick.
+    from sgl_kernel_rocm.attention.mla_decode import TILE_VARIANTS
+
+    variants = {c.params["variant"] for c in full if "variant" in c.params}
+    assert variants and variants <= set(TILE_VARIANTS) - {"table"}
+    assert {c.params["batch"] for c in full if c.kind == "indexer_topk_radix"} == {1, 32}
     kept, dropped = P.trim(full, 210 - 15 - 20)
     assert not dropped, [c.name for c in dropped]
 
@@ -186,8 +192,10 @@ def test_dry_run_writes_results(tmp_path):
     kinds = {r["kind"]: r for r in report["rows"]}
     for kind in ("check_moe", "check_moe_ep", "check_mla", "check_dsa", "check_indexer", "moe",
                  "moe_bf16", "mla", "dsa", "indexer", "indexer_scores",
-                 "indexer_topk"):  # fmt: skip
+                 "indexer_topk", "indexer_topk_radix"):  # fmt: skip
         assert kinds[kind]["status"] == "ok", kinds[kind]
+    assert kinds["indexer_topk_radix"]["selection_ok"] is True
+    assert {r.get("variant") for r in report["rows"] if r["kind"] == "mla"} > {None}
     assert kinds["moe"]["us"] > 0 and kinds["mla"]["us"] > 0
     # TFLOP/s on every attention row (interpreter times make it ~0 here; the key must be there).
     assert all(kinds[k]["tflops"] >= 0 for k in ("mla", "dsa", "indexer_scores"))
@@ -199,3 +207,17 @@ def test_dry_run_writes_results(tmp_path):
     assert "DRY RUN" in md and "## Against issue 13's targets" in md and "| TP8 |" in md
     assert "commit `0123abc`" in md
     assert (tmp_path / "gpu_check.log").exists()
+
+
+def test_issue_22_targets_read_only_the_shipped_tables_rows():
+    """A tile-variant row (variant=...) is timed beside the table's pick but is not what ships:
+    the targets table reads the table's rows only."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check_run", ROOT / "benchmark" / "gpu_check" / "run.py"
+    )
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    base = {"kind": "mla", "status": "ok", "heads": 8, "batch": 32, "ctx": 20480}
+    rows = [{**base, "frac_copy": 0.5}, {**base, "frac_copy": 0.1, "variant": "keys_on_m"}]
+    line = next(x for x in run._targets_22(rows) if x.startswith("| MLA, 8 heads"))
+    assert "50% - 50%" in line, line

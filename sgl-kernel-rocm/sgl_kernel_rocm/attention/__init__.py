@@ -16,6 +16,7 @@ from sgl_kernel_rocm.attention.dsa_indexer import (
 from sgl_kernel_rocm.attention.gqa_decode import gqa_decode, gqa_decode_ref
 from sgl_kernel_rocm.attention.mla_decode import mla_decode, mla_decode_ref
 from sgl_kernel_rocm.attention.reduce import merge_splits, merge_splits_ref
+from sgl_kernel_rocm.attention.topk_radix import select_topk_radix
 
 __all__ = [
     "dsa_indexer",
@@ -30,4 +31,5 @@ __all__ = [
     "mla_decode",
     "mla_decode_ref",
     "select_topk",
+    "select_topk_radix",
 ]

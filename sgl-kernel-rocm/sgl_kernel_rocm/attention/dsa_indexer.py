@@ -3,8 +3,9 @@
 score[b, t] = k_scale[t] * sum_h w[b, h] * relu(q[b, h] . k[t]) with 32 heads x 128 dims
 (GLM-5), index keys in a paged FP8 e4m3 cache [num_pages, page_size, 128] with one fp32 scale
 per token [num_pages, page_size]; w carries the head weights and softmax scale. Scoring is a
-Triton kernel; top-k selection is torch.topk over the scores (a fused Triton select is future
-work). Output positions are logical (what dsa_decode takes), -1 padded when seq_len < k.
+Triton kernel; top-k selection is torch.topk over the scores, or a Triton radix select
+(topk_radix.py, `select="radix"`). Output positions are logical (what dsa_decode takes), -1
+padded when seq_len < k.
 """
 
 from __future__ import annotations
@@ -177,12 +178,22 @@ def select_topk(scores: torch.Tensor, seq_lens: torch.Tensor, k: int) -> torch.T
 
 
 def dsa_indexer(
-    *tensors: torch.Tensor, top_k: int = 2048, max_seq_len: int | None = None
+    *tensors: torch.Tensor,
+    top_k: int = 2048,
+    max_seq_len: int | None = None,
+    select: str = "torch",
 ) -> torch.Tensor:
     """Top-k token positions [B, top_k] (int32, -1 padded) for the sparse decode, from
     dsa_indexer_scores's tensors (q, weights, k_cache, k_scale, block_table, seq_lens); no host
-    sync (`max_seq_len` as its `max_len`)."""
+    sync (`max_seq_len` as its `max_len`). `select`: "torch" (torch.topk, positions by score)
+    or "radix" (topk_radix.py on the device, positions in ascending order per tier)."""
+    if select not in ("torch", "radix"):
+        raise ValueError(f"select must be 'torch' or 'radix', got {select!r}")
     scores = dsa_indexer_scores(*tensors, max_len=max_seq_len)
+    if select == "radix":
+        from sgl_kernel_rocm.attention.topk_radix import select_topk_radix
+
+        return select_topk_radix(scores, tensors[-1], top_k)
     return select_topk(scores, tensors[-1], top_k)
 
 

@@ -27,6 +27,57 @@ ROPE_DIM = 64
 
 
 @triton.jit
+def _tile_rows(KV, bt_row, idx_row, n0, hi, seq_len, stride_kvp, stride_kvt,
+               PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPARSE: tl.constexpr):  # fmt: skip
+    """Cache row pointers [BLOCK_N] and mask of the tile starting at n0 (a context position, or
+    a slot of the sparse index list). Dense tiles start on multiples of BLOCK_N
+    (split_range_aligned), so with PAGE % BLOCK_N == 0 a tile lies in one page: one page id."""
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < hi
+    if SPARSE:
+        pos = tl.load(idx_row + offs_n, mask=n_mask, other=-1)
+        n_mask = n_mask & (pos >= 0) & (pos < seq_len)
+        page = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
+        return KV + page * stride_kvp + (pos % PAGE) * stride_kvt, n_mask
+    elif PAGE % BLOCK_N == 0:
+        page = tl.load(bt_row + n0 // PAGE, mask=n0 < hi, other=0).to(tl.int64)
+        return KV + page * stride_kvp + (offs_n % PAGE) * stride_kvt, n_mask
+    else:
+        page = tl.load(bt_row + offs_n // PAGE, mask=n_mask, other=0).to(tl.int64)
+        return KV + page * stride_kvp + (offs_n % PAGE) * stride_kvt, n_mask
+
+
+@triton.jit
+def _load_latent(row, n_mask, D_LAT: tl.constexpr, D_ROPE: tl.constexpr, FP8_ISA: tl.constexpr):
+    """One tile's latent c [N, D_LAT] and rope keys [N, D_ROPE], bf16 (an FP8 tile bit-moved
+    once, worth value * 2^-bias: fp8_bits.py)."""
+    if FP8_ISA == "amdgcn":  # 32-bit words of 4 codes, bit-moved once (fp8_bits.py)
+        words = row.to(tl.pointer_type(tl.int32))[:, None]
+        c = tl.load(  # stream: kv
+            words + tl.arange(0, D_LAT // 4)[None, :], mask=n_mask[:, None], other=0
+        )
+        k_pe = tl.load(  # stream: kv_rope
+            words + D_LAT // 4 + tl.arange(0, D_ROPE // 4)[None, :], mask=n_mask[:, None], other=0
+        )
+        c = fp8_bits.e4m3_words_as_bf16_amdgcn(c)
+        k_pe = fp8_bits.e4m3_words_as_bf16_amdgcn(k_pe)
+    else:
+        c = tl.load(  # stream: kv
+            row[:, None] + tl.arange(0, D_LAT)[None, :], mask=n_mask[:, None], other=0.0
+        )
+        k_pe = tl.load(  # stream: kv_rope
+            row[:, None] + D_LAT + tl.arange(0, D_ROPE)[None, :], mask=n_mask[:, None], other=0.0
+        )
+    if FP8_ISA == "ptx":  # one opaque op per 4 codes: each tile converted once
+        c = fp8_bits.e4m3_as_bf16_ptx(c)
+        k_pe = fp8_bits.e4m3_as_bf16_ptx(k_pe)
+    elif FP8_ISA == "ops":  # the interpreter: the same bit move as integer ops
+        c = fp8_bits.e4m3_as_bf16(c)
+        k_pe = fp8_bits.e4m3_as_bf16(k_pe)
+    return c, k_pe
+
+
+@triton.jit
 def _mla_decode_split_kernel(
     Q,
     KV,
@@ -62,23 +113,35 @@ def _mla_decode_split_kernel(
     Q_LIFT: tl.constexpr,
     KV_UNSCALE: tl.constexpr,
     UPCAST: tl.constexpr,
+    KEYS_ON_M: tl.constexpr = False,
+    PREFETCH: tl.constexpr = False,
 ):
     b = tl.program_id(0)
     hb = tl.program_id(1)
     split = tl.program_id(2)
     seq_len = split_kv.clamped_seq_len(SEQ, b, seq_cap)
-    # Dense: iterate context positions; sparse: iterate slots of the index list.
-    lo, hi = split_kv.split_range(0, num_idx if SPARSE else seq_len, split, num_splits)
+    # Dense: iterate context positions (splits start on tile multiples); sparse: iterate slots
+    # of the index list.
+    if SPARSE:
+        lo, hi = split_kv.split_range(0, num_idx, split, num_splits)
+    else:
+        lo, hi = split_kv.split_range_aligned(seq_len, split, num_splits, BLOCK_N)
 
     heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = heads < num_heads
     offs_l = tl.arange(0, D_LAT)
     offs_r = tl.arange(0, D_ROPE)
-    offs_l4 = tl.arange(0, D_LAT // 4)
-    offs_r4 = tl.arange(0, D_ROPE // 4)
-    q_row = Q + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
-    q_lat = tl.load(q_row + offs_l[None, :], mask=h_mask[:, None], other=0.0)
-    q_pe = tl.load(q_row + D_LAT + offs_r[None, :], mask=h_mask[:, None], other=0.0)
+    q_row = Q + b.to(tl.int64) * stride_qb + heads * stride_qh
+    if KEYS_ON_M:
+        # Keys on the MMA's M side (scores [N, H], accumulator [D_LAT, H]): a few heads pad
+        # only the N side, and both MMAs are BLOCK_N or D_LAT rows tall.
+        q_lat = tl.load(q_row[None, :] + offs_l[:, None], mask=h_mask[None, :], other=0.0)
+        q_pe = tl.load(q_row[None, :] + D_LAT + offs_r[:, None], mask=h_mask[None, :], other=0.0)
+        acc = tl.zeros([D_LAT, BLOCK_H], tl.float32)
+    else:
+        q_lat = tl.load(q_row[:, None] + offs_l[None, :], mask=h_mask[:, None], other=0.0)
+        q_pe = tl.load(q_row[:, None] + D_LAT + offs_r[None, :], mask=h_mask[:, None], other=0.0)
+        acc = tl.zeros([BLOCK_H, D_LAT], tl.float32)
     # An FP8 tile becomes bf16 codes worth value * 2^-bias (fp8_bits.py); q and P are lifted by
     # Q_LIFT (exact) so products stay normal floats, and KV_UNSCALE = 2^bias / Q_LIFT folds back
     # into both scales. Identity factors for a bf16 cache.
@@ -93,47 +156,37 @@ def _mla_decode_split_kernel(
 
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
-    acc = tl.zeros([BLOCK_H, D_LAT], tl.float32)
     bt_row = BT + b.to(tl.int64) * stride_btb
+    idx_row = IDX + b.to(tl.int64) * stride_ib
+    if PREFETCH:  # tile lo's page ids before the loop; each step fetches the next tile's
+        row, n_mask = _tile_rows(KV, bt_row, idx_row, lo, hi, seq_len, stride_kvp, stride_kvt,
+                                 PAGE, BLOCK_N, SPARSE)  # fmt: skip
     for n0 in range(lo, hi, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        n_mask = offs_n < hi
-        if SPARSE:
-            pos = tl.load(IDX + b.to(tl.int64) * stride_ib + offs_n, mask=n_mask, other=-1)
-            n_mask = n_mask & (pos >= 0) & (pos < seq_len)
+        if PREFETCH:
+            row_next, mask_next = _tile_rows(KV, bt_row, idx_row, n0 + BLOCK_N, hi, seq_len,
+                                             stride_kvp, stride_kvt, PAGE, BLOCK_N,
+                                             SPARSE)  # fmt: skip
         else:
-            pos = offs_n
-        page = tl.load(bt_row + pos // PAGE, mask=n_mask, other=0).to(tl.int64)
-        row = KV + page * stride_kvp + (pos % PAGE) * stride_kvt
-        if FP8_ISA == "amdgcn":  # 32-bit words of 4 codes, bit-moved once (fp8_bits.py)
-            words = row.to(tl.pointer_type(tl.int32))[:, None]
-            c = tl.load(  # stream: kv
-                words + offs_l4[None, :], mask=n_mask[:, None], other=0
-            )
-            k_pe = tl.load(  # stream: kv_rope
-                words + D_LAT // 4 + offs_r4[None, :], mask=n_mask[:, None], other=0
-            )
-            c = fp8_bits.e4m3_words_as_bf16_amdgcn(c)
-            k_pe = fp8_bits.e4m3_words_as_bf16_amdgcn(k_pe)
-        else:
-            c = tl.load(  # stream: kv
-                row[:, None] + offs_l[None, :], mask=n_mask[:, None], other=0.0
-            )
-            k_pe = tl.load(  # stream: kv_rope
-                row[:, None] + D_LAT + offs_r[None, :], mask=n_mask[:, None], other=0.0
-            )
-        if FP8_ISA == "ptx":  # one opaque op per 4 codes: each tile converted once
-            c = fp8_bits.e4m3_as_bf16_ptx(c)
-            k_pe = fp8_bits.e4m3_as_bf16_ptx(k_pe)
-        elif FP8_ISA == "ops":  # the interpreter: the same bit move as integer ops
-            c = fp8_bits.e4m3_as_bf16(c)
-            k_pe = fp8_bits.e4m3_as_bf16(k_pe)
+            row, n_mask = _tile_rows(KV, bt_row, idx_row, n0, hi, seq_len, stride_kvp,
+                                     stride_kvt, PAGE, BLOCK_N, SPARSE)  # fmt: skip
+        c, k_pe = _load_latent(row, n_mask, D_LAT, D_ROPE, FP8_ISA)
         c = c.to(q_lat.dtype)
-        qk = tl.dot(q_lat, tl.trans(c)) + tl.dot(q_pe, tl.trans(k_pe.to(q_pe.dtype)))
-        qk = tl.where(n_mask[None, :], qk * score_scale, float("-inf"))
-        p, alpha, m_i, l_i = split_kv.online_softmax(qk, m_i, l_i)
-        acc = acc * alpha[:, None] + tl.dot((p * Q_LIFT).to(c.dtype), c)
+        k_pe = k_pe.to(q_pe.dtype)
+        if KEYS_ON_M:
+            qk = tl.dot(c, q_lat) + tl.dot(k_pe, q_pe)  # [N, H]
+            qk = tl.where(n_mask[:, None], qk * score_scale, float("-inf"))
+            p, alpha, m_i, l_i = split_kv.online_softmax(qk, m_i, l_i, 0)
+            acc = acc * alpha[None, :] + tl.dot(tl.trans(c), (p * Q_LIFT).to(c.dtype))
+        else:
+            qk = tl.dot(q_lat, tl.trans(c)) + tl.dot(q_pe, tl.trans(k_pe))  # [H, N]
+            qk = tl.where(n_mask[None, :], qk * score_scale, float("-inf"))
+            p, alpha, m_i, l_i = split_kv.online_softmax(qk, m_i, l_i)
+            acc = acc * alpha[:, None] + tl.dot((p * Q_LIFT).to(c.dtype), c)
+        if PREFETCH:
+            row, n_mask = row_next, mask_next
 
+    if KEYS_ON_M:
+        acc = tl.trans(acc)
     d_mask = offs_l < D_LAT
     split_kv.store_partial(O_PART, LSE_PART, acc, m_i, l_i, kv_scale, b, heads, split, offs_l,
                            h_mask, d_mask, stride_ob, stride_oh, stride_os, stride_lb,
@@ -141,6 +194,15 @@ def _mla_decode_split_kernel(
 
 
 MAX_BLOCK_H = 64  # heads one program holds; more heads take several head blocks
+# Launch-config entries a caller may override (mla_decode's tile_config).
+TILE_KEYS = frozenset({"BLOCK_N", "BLOCK_H", "num_warps", "num_stages", "KEYS_ON_M", "PREFETCH"})
+# The kernel's tile variants by name (arch tables set them per shape; benchmarks time each).
+TILE_VARIANTS = {
+    "table": {},
+    "keys_on_m": {"KEYS_ON_M": True, "PREFETCH": False},
+    "prefetch": {"KEYS_ON_M": False, "PREFETCH": True},
+    "keys_on_m+prefetch": {"KEYS_ON_M": True, "PREFETCH": True},
+}
 
 
 def _scale_tensor(scale: _common.Scale, device: torch.device) -> torch.Tensor:
@@ -182,6 +244,7 @@ def mla_decode(
     out: torch.Tensor | None = None,
     return_lse: bool = False,
     max_seq_len: int | None = None,
+    tile_config: dict | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Absorbed MLA decode: q [B, H, 512+64] over a paged latent cache -> [B, H, 512].
 
@@ -190,6 +253,8 @@ def mla_decode(
     1/sqrt(256). `max_seq_len` (a host int >= every seq_lens entry, e.g. max of SGLang's
     seq_lens_cpu) sizes the split plan; without it the block table's capacity does. No host
     sync either way (see _common.py); CUDA-graph capturable with a fixed `num_splits`.
+    `tile_config` overrides entries of the arch table's launch config (BLOCK_N, num_warps,
+    BLOCK_H, KEYS_ON_M, PREFETCH; e.g. a TILE_VARIANTS entry), for benchmarks and tests.
     """
     if kv_cache.dim() == 2:
         kv_cache = kv_cache.unsqueeze(1)
@@ -209,7 +274,10 @@ def mla_decode(
     sm_scale = (192 + ROPE_DIM) ** -0.5 if sm_scale is None else sm_scale
     kv_tag = "fp8" if kv_cache.dtype == torch.float8_e4m3fn else "16"
     op = "decode_mla" if indices is None else "decode_dsa"
-    cfg = _common.resolve_config(op, batch, f"h{heads}_d{d}_kv{kv_tag}")
+    unknown = set(tile_config or {}) - TILE_KEYS
+    if unknown:
+        raise ValueError(f"tile_config keys {sorted(unknown)} are not among {sorted(TILE_KEYS)}")
+    cfg = _common.resolve_config(op, batch, f"h{heads}_d{d}_kv{kv_tag}") | (tile_config or {})
     block_h = mla_block_h(cfg, heads)
     head_blocks = -(-heads // block_h)
     num_idx = 0 if indices is None else indices.shape[1]
@@ -244,6 +312,8 @@ def mla_decode(
             BLOCK_H=block_h,
             BLOCK_N=int(cfg["BLOCK_N"]),
             SPARSE=indices is not None,
+            KEYS_ON_M=bool(cfg.get("KEYS_ON_M", False)),
+            PREFETCH=bool(cfg.get("PREFETCH", False)),
             **fp8_bits.latent_constexprs(kv_cache.dtype, fp8_bits.host_isa()),
             **_common.launch_options(cfg, q),
         )

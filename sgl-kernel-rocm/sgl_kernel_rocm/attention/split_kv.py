@@ -38,15 +38,25 @@ def split_range(start, end, split, num_splits):
 
 
 @triton.jit
-def online_softmax(qk, m_i, l_i):
-    """One tile of the online softmax over scores qk [H, N] (log2 units; -inf = masked).
-    Returns (p, alpha, m_new, l_new): the caller rescales its accumulator by alpha, adds p @ v."""
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
+def split_range_aligned(end, split, num_splits, ALIGN: tl.constexpr):
+    """split_range over [0, end) with every split starting on a multiple of ALIGN (a tile then
+    never straddles two pages when the page size is a multiple of it)."""
+    per_split = tl.cdiv(tl.cdiv(end, num_splits), ALIGN) * ALIGN
+    lo = split * per_split
+    return lo, tl.minimum(lo + per_split, end)
+
+
+@triton.jit
+def online_softmax(qk, m_i, l_i, KEY_AXIS: tl.constexpr = 1):
+    """One tile of the online softmax over scores qk [H, N] (KEY_AXIS 1), or [N, H] with keys
+    on the MMA's M side (KEY_AXIS 0); log2 units, -inf = masked. Returns (p, alpha, m_new,
+    l_new): the caller rescales its accumulator by alpha, adds p @ v."""
+    m_new = tl.maximum(m_i, tl.max(qk, KEY_AXIS))
     # A tile can be fully masked (a sparse list's -1 run): keep exp2 away from (-inf) - (-inf).
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(qk - m_safe[:, None])
-    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+    p = tl.exp2(qk - tl.expand_dims(m_safe, KEY_AXIS))
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, KEY_AXIS)
 
 
 @triton.jit

@@ -52,4 +52,19 @@ def indexer_cases(arch: str) -> list[Case]:
                 stream_bytes_per_iter=bn * 128,
             )
         )
+    out.append(radix_topk_case(arch))
     return out
+
+
+def radix_topk_case(arch: str) -> Case:
+    """The indexer's radix top-k (attention/topk_radix.py): one program per row of 20k fp32
+    scores, top-k 2,048."""
+    from sgl_kernel_rocm.attention.topk_radix import BLOCK, NUM_WARPS
+
+    module = "sgl_kernel_rocm.attention.topk_radix"
+    launch = {"num_warps": NUM_WARPS, "num_stages": 1}
+    return build("attn.topk_radix", module, "_radix_topk_kernel", arch, "fp32:k2048", launch,
+        pointers=(("S", "*fp32"), ("SEQ", "*i32"), ("OUT", "*i32")),
+        ints=(("length", 20000), ("k", 2048), ("stride_sb", 20000), ("stride_ob", 2048)),
+        constexprs=(("BLOCK", BLOCK),), stream="scores", stream_bytes_per_iter=BLOCK * 4,
+    )  # fmt: skip

@@ -60,6 +60,11 @@ def latent_constexprs(arch: str, kv_t: str) -> dict:
     return of_dtype(dtypes.get(kv_t, torch.bfloat16), "amdgcn" if is_amd(arch) else "ptx")
 
 
+def tile_variant(cfg: dict) -> str:
+    """Label suffix of the kernel's tile variants (mla_decode.py): "+keys_on_m", "+prefetch"."""
+    return "".join(f"+{k.lower()}" for k in ("KEYS_ON_M", "PREFETCH") if cfg.get(k))
+
+
 def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
     d = 576
     # Every head block re-reads the latent tile: count only the unique bytes (a program holding
@@ -70,7 +75,7 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
         module="sgl_kernel_rocm.attention.mla_decode",
         fn="_mla_decode_split_kernel",
         arch=arch,
-        label=f"kv{kv}:h{heads}_bh{block_h}_p64",
+        label=f"kv{kv}:h{heads}_bh{block_h}_p64{tile_variant(cfg)}",
         pointers=(
             ("Q", "*bf16"),
             ("KV", kv_t),
@@ -108,6 +113,8 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
             ("SPARSE", sparse),
             *latent_constexprs(arch, kv_t).items(),
             ("UPCAST", False),
+            ("KEYS_ON_M", bool(cfg.get("KEYS_ON_M", False))),
+            ("PREFETCH", bool(cfg.get("PREFETCH", False))),
         ),  # fmt: skip
         cfg=cfg,
         stream="kv",

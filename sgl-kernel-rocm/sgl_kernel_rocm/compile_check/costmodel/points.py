@@ -101,7 +101,7 @@ def row_kernels(
     the MoE weights carry the load-time layout (today's GPU check and serving), unless the row
     names its layout."""
     from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
-    from sgl_kernel_rocm.attention.mla_decode import mla_block_h
+    from sgl_kernel_rocm.attention.mla_decode import TILE_VARIANTS, mla_block_h
     from sgl_kernel_rocm.moe.config import heuristic_config, resolve_config
     from sgl_kernel_rocm.tuning import get_config
 
@@ -136,6 +136,7 @@ def row_kernels(
         sparse = kind == "dsa"
         op = "decode_dsa" if sparse else "decode_mla"
         cfg, _ = get_config(op, arch, r["batch"], f"h{r['heads']}_d576_kvfp8", gpu_decode_heuristic)
+        cfg = cfg | TILE_VARIANTS[r.get("variant", "table")]  # a row may time a tile variant
         bh = mla_block_h(cfg, r["heads"])
         case = C.mla_case(
             arch,

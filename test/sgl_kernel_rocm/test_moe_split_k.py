@@ -91,3 +91,40 @@ def test_split_k_config_keys():
     with pytest.raises(ValueError, match="SPLIT_K_DOWN"):
         fused_moe_mxfp4(*_inputs(torch.bfloat16), backend="triton",
                         config=BASE | {"SPLIT_K_DOWN": -1})  # fmt: skip
+
+
+def test_split_k_launch_grid_and_variants():
+    """The cost model's grid of a split GEMM (x SPLIT_K programs, cdiv(K blocks, SPLIT_K)
+    iterations, fp32 partial traffic) and the decode-shaping variants (each split keeps at
+    least two K blocks)."""
+    from sgl_kernel_rocm.compile_check.cases import moe_pair
+    from sgl_kernel_rocm.compile_check.costmodel.launches import moe_launches
+    from sgl_kernel_rocm.compile_check.decode_shaping import variants
+
+    shape = (256, 6144, 256)
+    base = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 1}
+    g1, d1 = moe_launches(*moe_pair("sm90", base, *shape, "none", "unpack", "k"), *shape, 1)
+    split = base | {"SPLIT_K": 4, "SPLIT_K_DOWN": 2}
+    gate, down = moe_pair("sm90", split, *shape, "none", "unpack", "k")
+    assert dict(gate.constexprs)["SPLIT_K"] == 4 and dict(down.constexprs)["SPLIT_K"] == 2
+    assert "splitk4" in gate.label and "splitk2" in down.label
+    g4, d2 = moe_launches(gate, down, *shape, 1)
+    assert g4.programs == 4 * g1.programs and g4.iters == g1.iters / 4 == 12
+    assert d2.programs == 2 * d1.programs and d2.iters == 1
+    assert g4.hbm_bytes > g1.hbm_bytes and d2.hbm_bytes > d1.hbm_bytes  # partials counted
+    # 48 K blocks of H: splits 1..8; 2 blocks of I: only 1 (a split of one block is not tried).
+    got = {(c["SPLIT_K"], c["SPLIT_K_DOWN"]) for c in variants(base, shape)}
+    assert got == {(1, 1), (2, 1), (4, 1), (8, 1)}
+
+
+def test_shipped_split_keys_are_valid():
+    import json
+
+    from sgl_kernel_rocm.moe.config import OP
+    from sgl_kernel_rocm.tuning import CONFIG_DIR
+
+    for path in sorted((CONFIG_DIR / OP).glob("*.json")):
+        for key, buckets in json.loads(path.read_text()).items():
+            if key != "_meta":
+                for cfg in buckets.values():
+                    split_k_of(cfg)  # raises on a bad value

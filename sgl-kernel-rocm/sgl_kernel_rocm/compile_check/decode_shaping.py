@@ -73,15 +73,23 @@ class _Scorer:
 
     def cost(self, cfg: dict, shape, tokens: int) -> float | None:
         """Predicted us of gate_up + down, or None when a kernel fails the gate."""
+        got = self.predict(cfg, shape, tokens)
+        return None if got is None else got["us"]
+
+    def predict(self, cfg: dict, shape, tokens: int) -> dict[str, Any] | None:
+        """{us, frac_copy (of the model's copy bandwidth), bound per kernel}, or None when a
+        kernel fails the gate."""
         gate, down = self._pair(cfg, shape)
         (gok, grec), (dok, drec) = self.recs[gate.key], self.recs[down.key]
         if not (gok and dok):
             return None
         gl, dl = moe_launches(gate, down, *shape, tokens, list(_counts(tokens, shape[0])))
-        return sum(
-            model.predict(rec, case.num_warps, case.num_stages, self.arch, launch).us
-            for case, rec, launch in ((gate, grec, gl), (down, drec, dl))
-        )
+        preds = [model.predict(rec, case.num_warps, case.num_stages, self.arch, launch)
+                 for case, rec, launch in ((gate, grec, gl), (down, drec, dl))]  # fmt: skip
+        us = sum(p.us for p in preds)
+        copy = model.constants(self.arch)["copy_tb_s"] * 1e6
+        return {"us": us, "frac_copy": round((gl.hbm_bytes + dl.hbm_bytes) / (us * copy), 3),
+                "bound": {"gate_up": preds[0].bound, "down": preds[1].bound}}  # fmt: skip
 
 
 def _best(scorer: _Scorer, cfgs: list[dict], shape, tokens: int) -> tuple[dict, float]:
@@ -126,8 +134,13 @@ def shape_decode(
             pick = {k: v for k, v in pick.items()
                     if k not in ("SPLIT_K", "SPLIT_K_DOWN") or v != 1}  # fmt: skip
             out[key][bucket] = pick
-            row = {"arch": arch, "key": key, "bucket": bucket, "before": base,
-                   "before_us": before_us, "after": pick, "after_us": us}  # fmt: skip
+            before, after = scorer.predict(base, shape, m), scorer.predict(pick, shape, m)
+            row = {"arch": arch, "key": key, "bucket": bucket, "tokens": m, "before": base,
+                   "before_us": before_us, "after": pick, "after_us": us,
+                   "before_frac_copy": before and before["frac_copy"],
+                   "before_bound": before and before["bound"],
+                   "after_frac_copy": after["frac_copy"],
+                   "after_bound": after["bound"]}  # fmt: skip
             report.append(row)
             log(f"{arch} {key} {bucket}: {before_us and round(before_us, 1)} us -> "
                 f"{round(us, 1)} us with {pick}")  # fmt: skip

@@ -181,12 +181,20 @@ def decode_shaping(args) -> int:
         out = REPO / "docs" / "results" / f"moe-decode-shaping-{arch}.json"
         out.write_text(json.dumps({
             "what": "cost-model estimates (compile only, no GPU) before / after decode shaping",
-            "date": datetime.date.today().isoformat(), "arch": arch,
+            "date": datetime.date.today().isoformat(), "target_arch": arch, "commit": _commit(),
             "triton": [triton_version()] + [triton_version(d) for d in also],
             "hardware": "none: compiled on a 2-core x86_64 CPU box", "rows": report,
         }, indent=1) + "\n")  # fmt: skip
         print(f"wrote {path} and {out} ({time.time() - t0:.0f}s)")
     return 0
+
+
+def _commit() -> str:
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return out or "unknown"
 
 
 def _also(args) -> list[Path]:

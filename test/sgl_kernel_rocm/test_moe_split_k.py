@@ -128,3 +128,19 @@ def test_shipped_split_keys_are_valid():
             if key != "_meta":
                 for cfg in buckets.values():
                     split_k_of(cfg)  # raises on a bad value
+
+
+def test_decode_shaping_picks_the_fastest_variant_that_passes_the_gate():
+    from sgl_kernel_rocm.compile_check import decode_shaping as DS
+
+    class Planted:  # split 8 would be fastest but fails the gate (cost None)
+        def cost(self, cfg, shape, tokens):
+            return {1: 10.0, 2: 6.0, 4: 5.0, 8: None}[cfg["SPLIT_K"]]
+
+    cfgs = [{"SPLIT_K": s} for s in (1, 2, 4, 8)]
+    assert DS._best(Planted(), cfgs, None, 1) == ({"SPLIT_K": 4}, 5.0)
+    # Within 0.5% of the best, the earlier (fewer splits) variant stays.
+    close = type("Close", (), {"cost": lambda self, c, s, t: 5.0 - 0.001 * c["SPLIT_K"]})()
+    assert DS._best(close, cfgs, None, 1)[0] == {"SPLIT_K": 1}
+    with pytest.raises(RuntimeError, match="passes the gate"):
+        DS._best(type("None_", (), {"cost": lambda self, c, s, t: None})(), cfgs, (1, 2, 3), 1)

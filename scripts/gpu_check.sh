@@ -71,7 +71,7 @@ if [[ $PROFILE == moe ]]; then
     BUDGET_S=${GPU_CHECK_BUDGET_S:-290}
     CHECK_S=${GPU_CHECK_CHECK_S:-215}
     DEFAULT_STEPS=env,check,variants
-    export GPU_CHECK_KINDS=${GPU_CHECK_KINDS:-check_moe,check_moe_ep,moe,moe_bf16}
+    export GPU_CHECK_KINDS=${GPU_CHECK_KINDS:-check_moe,check_moe_ep,moe,moe_nosplit,moe_bf16}
 elif [[ $PROFILE == attention ]]; then
     BUDGET_S=${GPU_CHECK_BUDGET_S:-300}
     CHECK_S=${GPU_CHECK_CHECK_S:-210}

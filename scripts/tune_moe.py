@@ -157,6 +157,46 @@ def tune(args) -> None:
         print(f"installed {target}")
 
 
+def decode_shaping(args) -> int:
+    """Split-K and stages of the decode buckets, written into the shipped table; the report
+    (before / after config and predicted us per bucket) to docs/results/."""
+    from sgl_kernel_rocm.compile_check.build import triton_version
+    from sgl_kernel_rocm.compile_check.decode_shaping import shape_decode
+
+    also = _also(args)
+    for arch in args.decode_shaping:
+        t0 = time.time()
+        path = CONFIG_DIR / f"{arch}.json"
+        table = json.loads(path.read_text())
+        keys = [_shape_key(*GLM_LAYOUTS[lay], "mxfp4" if act == "a4" else "none")
+                for act in args.act or ["a16"] for lay in ("TP8", "EP8")]  # fmt: skip
+        table, report = shape_decode(arch, table, keys, jobs=args.jobs, also=also)
+        table["_meta"]["decode_shaping"] = (
+            f"{datetime.date.today().isoformat()}: scripts/tune_moe.py --decode-shaping: "
+            f"SPLIT_K / SPLIT_K_DOWN / num_stages of {', '.join(keys)} at M_LEQ_1..64 chosen by "
+            f"the cost model on the bucket's tile, gate passed under Triton "
+            f"{', '.join([triton_version()] + [triton_version(d) for d in also])}; not measured"
+        )
+        path.write_text(dump_table(table))
+        out = REPO / "docs" / "results" / f"moe-decode-shaping-{arch}.json"
+        out.write_text(json.dumps({
+            "what": "cost-model estimates (compile only, no GPU) before / after decode shaping",
+            "date": datetime.date.today().isoformat(), "target_arch": arch, "commit": _commit(),
+            "triton": [triton_version()] + [triton_version(d) for d in also],
+            "hardware": "none: compiled on a 2-core x86_64 CPU box", "rows": report,
+        }, indent=1) + "\n")  # fmt: skip
+        print(f"wrote {path} and {out} ({time.time() - t0:.0f}s)")
+    return 0
+
+
+def _commit() -> str:
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return out or "unknown"
+
+
 def _also(args) -> list[Path]:
     if args.also_triton is not None:
         return args.also_triton
@@ -198,6 +238,15 @@ def main(argv: list[str] | None = None) -> int:
         help="--static picks must also pass the gate under the Triton installed in this dir "
         "(default: .triton/3.6.0 if present; `make compile-check TRITON=3.6.0` installs it)",
     )
+    parser.add_argument(
+        "--decode-shaping",
+        choices=KNOWN_ARCHS,
+        action="append",
+        help="keep ARCH's table, choose split-K and stages of its GLM-5.2 TP8/EP8 decode "
+        "buckets from compiler data (compile_check/decode_shaping.py; repeatable)",
+    )
+    parser.add_argument("--act", action="append", choices=("a16", "a4"),
+                        help="--decode-shaping: activation formats (default a16)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="few shapes/buckets/candidates")
     parser.add_argument("--out", default=str(REPO / "benchmark" / "results"))
     parser.add_argument(
@@ -206,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         help="on a GPU, also write the measured table into the package configs",
     )
     args = parser.parse_args(argv)
+    if args.decode_shaping:
+        return decode_shaping(args)
     if args.static:
         from sgl_kernel_rocm.compile_check.static_tune import moe_table
 

@@ -86,7 +86,19 @@ def _weights(e: int, h: int, i: int, dev: str, bf16: bool) -> MoEWeights:
     return _WEIGHTS[key]
 
 
-def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+def no_split_config(p: dict[str, Any], dev: str) -> dict[str, Any]:
+    """The shipped config of this row with its split-K dropped (SPLIT_K = SPLIT_K_DOWN = 1):
+    the A/B baseline of the split-K rows."""
+    from sgl_kernel_rocm.arch import current_arch
+    from sgl_kernel_rocm.moe.config import SPLIT_KEYS, resolve_config
+
+    arch = current_arch() if dev != "cpu" else "cpu"
+    cfg, _ = resolve_config(arch, p["tokens"], p["experts"], p["hidden"], p["inter"], "none")
+    return {k: v for k, v in cfg.items() if k not in SPLIT_KEYS}
+
+
+def moe_case(p: dict[str, Any], seed: int = 0, split: bool = True) -> dict[str, Any]:
+    """The shipped MoE at row `p`; `split=False`: the same tile without split-K."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     m, e = p["tokens"], p["experts"]
     weights = _weights(e, p["hidden"], p["inter"], dev, bf16=False)
@@ -98,11 +110,13 @@ def moe_case(p: dict[str, Any], seed: int = 0) -> dict[str, Any]:
 
     # What serving runs: the plugin prepares the layout at load (process_weights_after_loading).
     layout = prepare_weights(weights)
+    config = None if split else no_split_config(p, dev)
 
     def call(route=None):
         # Always the Triton kernels (on the CPU dry run through the interpreter).
         ids, w = route or next(cyc)
-        return fused_moe_mxfp4(x, weights, w, ids, backend="triton", layout=layout)
+        return fused_moe_mxfp4(x, weights, w, ids, backend="triton", layout=layout,
+                               config=config)  # fmt: skip
 
     def check():
         ids, w = routes[0]

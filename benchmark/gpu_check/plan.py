@@ -69,7 +69,7 @@ EST = {
 
 @dataclass
 class Case:
-    kind: str  # "moe", "moe_bf16", "mla", "dsa", "indexer", "check_moe", "check_mla", ...
+    kind: str  # "moe", "moe_nosplit", "moe_bf16", "mla", "dsa", "indexer", "check_moe", ...
     params: dict[str, Any]
     priority: int  # 0 first; cases of equal priority keep their order
     est_s: float
@@ -121,6 +121,12 @@ def build_plan(dry: bool = False, with_bf16_moe: bool = True) -> list[Case]:
             plan.append(Case("moe", {"layout": lay, **shape, "tokens": m}, 1 if m <= 64 else 2,
                              EST["time"] * 2 + EST["moe_profile"] + EST["moe_setup"],
                              compile_key=key))  # fmt: skip
+            # The split-K A/B at decode (1 and 16 tokens; 4 fits nothing else in the moe
+            # profile's budget): the same tile with SPLIT_K / SPLIT_K_DOWN dropped.
+            if m in (tokens[0], 16):
+                plan.append(Case("moe_nosplit", {"layout": lay, **shape, "tokens": m}, 1,
+                                 EST["time"] * 2 + EST["moe_profile"] + EST["moe_setup"],
+                                 compile_key=f"nosplit:{lay}:{m}"))  # fmt: skip
             if with_bf16_moe:
                 plan.append(Case("moe_bf16", {"layout": lay, **shape, "tokens": m},
                                  2 if m <= 16 else 3,

@@ -19,7 +19,7 @@ COMMIT_ENV = "GPU_CHECK_COMMIT"
 
 _PKG = "sgl-kernel-rocm/sgl_kernel_rocm"
 _MOE = [f"{_PKG}/moe/{f}.py" for f in ("__init__", "_kernels", "_align_kernel", "align",
-                                         "triton_moe", "layout", "config")]  # fmt: skip
+                                         "triton_moe", "layout", "config", "_split_k")]  # fmt: skip
 _MOE += [f"{_PKG}/_mx_triton.py", _PKG + "/configs/moe_mxfp4/{arch}.json"]
 _ATTN = [f"{_PKG}/attention/{f}.py" for f in ("_common", "reduce", "split_kv", "fp8_bits")]
 _MLA = [f"{_PKG}/attention/mla_decode.py", *_ATTN, _PKG + "/configs/decode_mla/{arch}.json"]
@@ -31,6 +31,7 @@ _INDEXER = [f"{_PKG}/attention/dsa_indexer.py", f"{_PKG}/attention/_common.py",
 # check_* kinds are correctness at the shipped tables, so the same files count.
 KERNEL_SOURCES: dict[str, list[str]] = {
     "moe": _MOE,
+    "moe_nosplit": _MOE,
     "check_moe": _MOE,
     "check_moe_ep": _MOE,
     "moe_bf16": [*_MOE, f"{_PKG}/moe/bf16.py"],

@@ -179,8 +179,8 @@ def _run_case(case, A, M, MO, roofs: tuple[float, float], bf16_name, bf16_fn) ->
         if row.get("selection_ok") is False:  # a top-k that picks other scores than torch's
             row["status"] = "MISMATCH"
         return row
-    if kind == "moe":
-        c = MO.moe_case(p)
+    if kind in ("moe", "moe_nosplit"):
+        c = MO.moe_case(p, split=kind == "moe")
         t, how = M.kernel_time_s(c["fn"])
         split = M.kernel_split_s(c["fn"])
         return _moe_row(t, how, split, c, bw)
@@ -270,6 +270,9 @@ def markdown(report: dict[str, Any]) -> str:
         ("MoE W4A16 (MXFP4 weights), per GPU", ("moe",),
          ["layout", "tokens", "experts_per_call", "us", "frac_copy", "gate_up_us",
           "gate_up_frac_copy", "down_us", "down_frac_copy", "other_us", "status"]),
+        ("MoE W4A16 without split-K (shipped tile, SPLIT_K / SPLIT_K_DOWN dropped)",
+         ("moe_nosplit",),
+         ["layout", "tokens", "us", "frac_copy", "gate_up_us", "down_us", "status"]),
         ("MoE bf16 weights (same kernel family), per GPU", ("moe_bf16",),
          ["layout", "tokens", "impl", "us", "frac_copy", "gate_up_us", "down_us", "status"]),
         ("MLA decode, FP8 latent (512 + 64)", ("mla",),

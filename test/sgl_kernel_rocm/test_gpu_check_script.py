@@ -132,7 +132,7 @@ def test_moe_profile_runs_only_the_moe_and_its_variants(tmp_path):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-2000:]
-    assert "kinds=check_moe,check_moe_ep,moe,moe_bf16" in log, log[-2000:]
+    assert "kinds=check_moe,check_moe_ep,moe,moe_nosplit,moe_bf16" in log, log[-2000:]
     assert "stub benchmark/gpu_check/sweep_moe.py --variants" in log, log[-2000:]
     assert "of 290s budget" in log
     bad = _script_env(tmp_path / "bad", PYTHON=str(stub), GPU_CHECK_PROFILE="attn")

@@ -31,6 +31,7 @@ _SHARED_SOURCES = (
     "attention/split_kv.py",
     "attention/fp8_bits.py",
     "moe/_upcast.py",
+    "moe/_split_k.py",
     "compile_check/isa.py",
     "compile_check/converts.py",
     "compile_check/build.py",

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from sgl_kernel_rocm._mx_triton import quantize_tile, store_mx_tile
+from sgl_kernel_rocm.moe._split_k import gate_up_split_sum, k_block_range
 from sgl_kernel_rocm.moe._upcast import permute_k, upcast_words
 
 
@@ -273,6 +274,8 @@ def gate_up_swiglu_kernel(
     sorted_ids_ptr,
     block_expert_ptr,
     num_padded_ptr,
+    part_ptr,
+    tile_cnt_ptr,
     n_slots,
     top_k,
     H,
@@ -292,9 +295,12 @@ def gate_up_swiglu_kernel(
     A4: tl.constexpr, DOT_SCALED: tl.constexpr, A_FMT: tl.constexpr, DOT_DTYPE: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr, WORDS: tl.constexpr = False,
     FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
-    UPCAST: tl.constexpr = "triton",
+    UPCAST: tl.constexpr = "triton", SPLIT_K: tl.constexpr = 1,
 ):  # fmt: skip
-    """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4."""
+    """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4.
+    With SPLIT_K > 1 program (m, n, s) runs the s-th range of K blocks and the last split of a
+    tile to arrive sums the fp32 partials (`part_ptr`, counters `tile_cnt_ptr`) in split order
+    before SwiGLU (`_split_k.py`)."""
     _assume_nonneg(H, INTER, stride_x, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -309,7 +315,9 @@ def gate_up_swiglu_kernel(
 
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(0, tl.cdiv(H, BLOCK_K)):
+    pid_s = tl.program_id(2)
+    kb_lo, kb_hi = k_block_range(tl.cdiv(H, BLOCK_K), pid_s, SPLIT_K)
+    for kb in range(kb_lo, kb_hi):
         a, a_s = _act_tile(
             x_ptr, xq_ptr, xs_ptr, tok, kb, H, stride_x, stride_xq, stride_xs,
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K, WORDS and UPCAST == "ptx",
@@ -321,18 +329,25 @@ def gate_up_swiglu_kernel(
                          A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
                          FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
 
+    store_ok = row_ok
+    if SPLIT_K > 1:
+        acc_g, acc_u, last = gate_up_split_sum(
+            acc_g, acc_u, part_ptr, tile_cnt_ptr, slot64, row_ok, offs_n, n_ok, pid_m, pid_n,
+            pid_s, n_slots, INTER, SPLIT_K,
+        )  # fmt: skip
+        store_ok = row_ok & last
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
     # Round to the storage dtype first so A4 quantizes exactly what an A16 pass would store.
     act = round_bf16_rne(act, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty)
     if A4:
         packed, scales = quantize_tile(act.to(tl.float32), BLOCK_M, BLOCK_N)
-        store_mx_tile(outq_ptr, outs_ptr, slot64, row_ok, pid_n, INTER, stride_outq, stride_outs,
-                      packed, scales, BLOCK_N)  # fmt: skip
+        store_mx_tile(outq_ptr, outs_ptr, slot64, store_ok, pid_n, INTER, stride_outq,
+                      stride_outs, packed, scales, BLOCK_N)  # fmt: skip
     else:
         tl.store(
             out_ptr + slot64[:, None] * stride_out + offs_n[None, :],
             act,
-            mask=row_ok[:, None] & n_ok[None, :],
+            mask=store_ok[:, None] & n_ok[None, :],
         )
 
 
@@ -355,13 +370,19 @@ def _finish_tokens(
     HAS_SHARED: tl.constexpr,
     K_PAD: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr,
+    n_slots=0,
+    SPLIT_K: tl.constexpr = 1,
 ):
     """The top-k sum inside the down kernel, deterministic: every program that stored slot rows
     of this N tile counts them per token (one int32 counter per (token, N tile), zeroed by the
     alignment launch); the program whose arrival completes a token's valid slots sums that
     token's K per-slot rows in slot order k = 0..K-1 in fp32 (+ shared), so the result does
     not depend on which program finishes last. A program holds at most one slot per token
-    (its slots share one expert; a token's top-k experts are distinct)."""
+    (its slots share one expert; a token's top-k experts are distinct).
+
+    With SPLIT_K > 1 every split of a slot arrives (K x SPLIT_K arrivals per token) and its
+    rows are fp32 partials at split * n_slots + slot: each slot's row is their sum in split
+    order, rounded to the output dtype as the unsplit per-slot row is, then summed over k."""
     tok = rows // top_k
     offs_k = tl.arange(0, K_PAD)
     k_ok = offs_k < top_k
@@ -373,19 +394,23 @@ def _finish_tokens(
     tl.debug_barrier()
     cnt = counter_ptr + tok * tl.num_programs(1) + pid_n
     arrived = tl.atomic_add(cnt, 1, mask=row_ok, sem="acq_rel", scope="gpu")
-    last = row_ok & (arrived == n_valid - 1)
+    last = row_ok & (arrived == n_valid * SPLIT_K - 1)
     tl.debug_barrier()
     total = tl.zeros((rows.shape[0], offs_n.shape[0]), dtype=tl.float32)
     for k in range(0, top_k):
         slot_k = tok * top_k + k
         use = last & (tl.max(tl.where(offs_k[None, :] == k, ids, -1), axis=1) >= 0)
-        # .cg: other programs wrote these rows; read them from L2, not a stale L1 line.
-        part = tl.load(
-            out_ptr + slot_k[:, None] * stride_out + offs_n[None, :],
-            mask=use[:, None] & n_ok[None, :],
-            other=0.0,
-            cache_modifier=".cg",
-        )
+        part = tl.zeros((rows.shape[0], offs_n.shape[0]), dtype=tl.float32)
+        for s in tl.static_range(SPLIT_K):
+            # .cg: other programs wrote these rows; read them from L2, not a stale L1 line.
+            part += tl.load(
+                out_ptr + (s * n_slots + slot_k)[:, None] * stride_out + offs_n[None, :],
+                mask=use[:, None] & n_ok[None, :],
+                other=0.0,
+                cache_modifier=".cg",
+            ).to(tl.float32)
+        if SPLIT_K > 1:
+            part = round_bf16_rne(part, MANUAL_BF16_RNE).to(sum_ptr.dtype.element_ty)
         total += part.to(tl.float32)
     if HAS_SHARED:
         total += tl.load(shared_ptr + tok[:, None] * stride_shared + offs_n[None, :],
@@ -434,10 +459,13 @@ def down_kernel(
     FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
     UPCAST: tl.constexpr = "triton",
     FUSE_SUM: tl.constexpr = False, HAS_SHARED: tl.constexpr = False, K_PAD: tl.constexpr = 8,
+    SPLIT_K: tl.constexpr = 1,
 ):  # fmt: skip
     """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]) per slot; with FUSE_SUM also
     sum[t, n] = sum_k out[t*K + k, n] (+ shared[t, n]), summed by whichever program stores a
-    token's last slot of this N tile (see `_finish_tokens`)."""
+    token's last slot of this N tile (see `_finish_tokens`). With SPLIT_K > 1 (FUSE_SUM only)
+    program (m, n, s) runs the s-th range of K blocks and stores an fp32 partial row at
+    out[s * n_slots + slot] (`out` is fp32 [SPLIT_K * n_slots, H])."""
     _assume_nonneg(H, INTER, stride_a, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -450,7 +478,9 @@ def down_kernel(
     ws_e = ws_ptr + expert * stride_wse
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(0, tl.cdiv(INTER, BLOCK_K)):
+    pid_s = tl.program_id(2)
+    kb_lo, kb_hi = k_block_range(tl.cdiv(INTER, BLOCK_K), pid_s, SPLIT_K)
+    for kb in range(kb_lo, kb_hi):
         a, a_s = _act_tile(
             a_ptr, aq_ptr, as_ptr, rows, kb, INTER, stride_a, stride_aq, stride_as,
             BLOCK_M, BLOCK_K, A4, DOT_SCALED, DOT_DTYPE, EVEN_K, WORDS and UPCAST == "ptx",
@@ -461,14 +491,19 @@ def down_kernel(
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]
+    out_rows = rows
+    if SPLIT_K == 1:
+        acc = round_bf16_rne(acc, MANUAL_BF16_RNE)
+    else:
+        out_rows = pid_s * n_slots + rows
     tl.store(
-        out_ptr + rows[:, None] * stride_out + offs_n[None, :],
-        round_bf16_rne(acc, MANUAL_BF16_RNE).to(out_ptr.dtype.element_ty),
+        out_ptr + out_rows[:, None] * stride_out + offs_n[None, :],
+        acc.to(out_ptr.dtype.element_ty),
         mask=row_ok[:, None] & n_ok[None, :],
     )
     if FUSE_SUM:
         _finish_tokens(
             out_ptr, sum_ptr, shared_ptr, counter_ptr, topk_ids_ptr, rows, row_ok, offs_n, n_ok,
             pid_n, top_k, stride_out, stride_sum, stride_shared, HAS_SHARED, K_PAD,
-            MANUAL_BF16_RNE,
+            MANUAL_BF16_RNE, n_slots, SPLIT_K,
         )  # fmt: skip

@@ -11,6 +11,9 @@ from sgl_kernel_rocm.tuning import get_config
 
 OP = "moe_mxfp4"
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
+# Optional keys: split-K of gate_up (over H) and of down (over INTER), 1 when absent.
+SPLIT_KEYS = ("SPLIT_K", "SPLIT_K_DOWN")
+MAX_SPLIT_K = 16
 UPCASTS = ("triton", "ptx", "gfx950")
 
 
@@ -78,3 +81,16 @@ def choose_upcast(arch: str, config: dict[str, Any] | None = None) -> str:
             raise ValueError(f"config upcast must be one of {UPCASTS}, got {config['upcast']!r}")
         return config["upcast"]
     return {"sm90": "ptx", "sm100": "ptx", "gfx950": "gfx950"}.get(arch, "triton")
+
+
+def split_k_of(config: dict[str, Any]) -> tuple[int, int]:
+    """(gate_up split, down split) of a launch config: its "SPLIT_K" / "SPLIT_K_DOWN" (default
+    1 each). A split runs a contiguous range of K blocks as a third grid axis; the fp32
+    partials are summed in split order by the tile's last arriver (`moe/_split_k.py`)."""
+    out = []
+    for key in SPLIT_KEYS:
+        v = config.get(key, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SPLIT_K:
+            raise ValueError(f"config {key} must be an int in 1..{MAX_SPLIT_K}, got {v!r}")
+        out.append(v)
+    return out[0], out[1]

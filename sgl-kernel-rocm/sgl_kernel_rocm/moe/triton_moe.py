@@ -12,8 +12,13 @@ import triton.language as tl
 
 from sgl_kernel_rocm.arch import current_arch
 from sgl_kernel_rocm.moe import _kernels
-from sgl_kernel_rocm.moe.align import TRITON_ALIGN_MAX_SLOTS, align_tokens, align_tokens_triton
-from sgl_kernel_rocm.moe.config import choose_path, choose_upcast, resolve_config
+from sgl_kernel_rocm.moe.align import (
+    TRITON_ALIGN_MAX_SLOTS,
+    align_tokens,
+    align_tokens_triton,
+    worst_case_capacity,
+)
+from sgl_kernel_rocm.moe.config import choose_path, choose_upcast, resolve_config, split_k_of
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout
 from sgl_kernel_rocm.moe.weights import MoEWeights
 
@@ -107,9 +112,15 @@ def fused_moe_triton(
         )
     )
     full_range = layout is None or not layout.fast_scales
-    # Arrival counters of the down kernel's top-k sum, one per (token, N tile of H).
-    n_tiles_h = triton.cdiv(hidden, bn)
-    counters = _empty((num_tokens * n_tiles_h,), dtype=torch.int32, device=x.device)
+    # Split-K per GEMM (config data, `moe.config.split_k_of`): a third grid axis.
+    sk_gate, sk_down = split_k_of(config)
+    # Arrival counters, zeroed by the alignment launch: the down kernel's top-k sum, one per
+    # (token, N tile of H); with a split gate_up, then one per (M block, N tile of INTER).
+    n_tiles_h, n_tiles_i = triton.cdiv(hidden, bn), triton.cdiv(inter, bn)
+    n_down_cnt = num_tokens * n_tiles_h
+    n_gate_cnt = worst_case_capacity(n_slots, num_experts, bm) // bm * n_tiles_i
+    counters = _empty((n_down_cnt + (n_gate_cnt if sk_gate > 1 else 0),), dtype=torch.int32,
+                      device=x.device)  # fmt: skip
     if shared_output is not None and not shared_output.is_contiguous():
         shared_output = shared_output.contiguous()
     # The summed output. A token whose top-k ids are all -1 (EP-remote experts, pad rows) gets
@@ -145,13 +156,23 @@ def fused_moe_triton(
     else:
         actq, acts = act, act
 
+    # fp32 partials of the split gate_up tiles (gate then up columns per slot).
+    gate_part = (
+        _empty((sk_gate, n_slots, 2 * inter), dtype=torch.float32, device=x.device)
+        if sk_gate > 1
+        else act
+    )
+    down_cnt, gate_cnt = counters[:n_down_cnt], counters[n_down_cnt:]
+    if sk_gate == 1:
+        gate_cnt = counters  # never read
+
     # Constexprs and launch options both GEMMs share.
     common = dict(
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, A4=a4, DOT_SCALED=dot_scaled, A_FMT=a_fmt,
         DOT_DTYPE=dot_dtype, MANUAL_BF16_RNE=manual_rne, WORDS=words, FULL_SCALE_RANGE=full_range,
         W16=w16, UPCAST=choose_upcast(arch, config), **launch,
     )  # fmt: skip
-    grid1 = (align.num_blocks_bound, triton.cdiv(inter, bn))
+    grid1 = (align.num_blocks_bound, n_tiles_i, sk_gate)
     _kernels.gate_up_swiglu_kernel[grid1](
         x,
         xq,
@@ -164,6 +185,8 @@ def fused_moe_triton(
         align.sorted_ids,
         align.block_expert,
         align.num_padded,
+        gate_part,
+        gate_cnt,
         n_slots,
         top_k,
         hidden,
@@ -179,13 +202,18 @@ def fused_moe_triton(
         actq.stride(0),
         acts.stride(0),
         EVEN_K=hidden % bk == 0,
+        SPLIT_K=sk_gate,
         **common,
     )
 
-    # Per-slot rows (masked slots are never written nor read) and the summed output.
-    per_slot = _empty((n_slots, hidden), dtype=dtype, device=x.device)
+    # Per-slot rows (masked slots are never written nor read) and the summed output; split
+    # down partials are fp32 rows [split * n_slots + slot].
+    if sk_down > 1:
+        per_slot = _empty((sk_down * n_slots, hidden), dtype=torch.float32, device=x.device)
+    else:
+        per_slot = _empty((n_slots, hidden), dtype=dtype, device=x.device)
     shared = shared_output if shared_output is not None else out
-    grid2 = (align.num_blocks_bound, n_tiles_h)
+    grid2 = (align.num_blocks_bound, n_tiles_h, sk_down)
     _kernels.down_kernel[grid2](
         act,
         actq,
@@ -199,7 +227,7 @@ def fused_moe_triton(
         align.num_padded,
         out,
         shared,
-        counters,
+        down_cnt,
         ids,
         n_slots,
         top_k,
@@ -219,6 +247,7 @@ def fused_moe_triton(
         FUSE_SUM=True,
         HAS_SHARED=shared_output is not None,
         K_PAD=triton.next_power_of_2(top_k),
+        SPLIT_K=sk_down,
         **common,
     )
     return out

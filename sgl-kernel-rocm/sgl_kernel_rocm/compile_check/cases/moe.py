@@ -104,10 +104,17 @@ def moe_pair(
         expect.append("cvt_scalef32")
     elif upcast == "ptx":
         expect.append("bf16x2_mul")
+    sk_gate, sk_down = cfg.get("SPLIT_K", 1), cfg.get("SPLIT_K_DOWN", 1)
     variant = "+fastscale" if fast else ""
     variant += f"+{upcast}" if upcast != "triton" else ""
     wfmt = "w16a16" if w16 else "w4a4" if a4 else "w4a16"
     label = f"{wfmt}:{path}{variant}@{key}"
+
+    def split_label(split: int) -> str:
+        """Split-K (moe/_split_k.py) of this kernel in its label, so the case key tells the
+        splits apart and each GEMM's compile is shared by configs that differ in the other's."""
+        return label if split == 1 else label.replace("@", f"+splitk{split}@")
+
     if w16:
         ce["WORDS"] = False
     slots = 4096 + 3  # T x top_k of a mid-size batch; a runtime value, never 16-specialized
@@ -119,7 +126,6 @@ def moe_pair(
     base = {
         "module": "sgl_kernel_rocm.moe._kernels",
         "arch": arch,
-        "label": label,
         "floats": (),
         "cfg": cfg,
         "stream": "weights",
@@ -143,12 +149,15 @@ def moe_pair(
 
     shape = (("n_slots", slots), ("top_k", 8), ("H", hidden), ("INTER", inter))  # both GEMMs
     ptrs, ints = gemm("x", 2 * inter, hidden)
+    gate_out = [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")]
+    split_bufs = [("part_ptr", "*fp32"), ("tile_cnt_ptr", "*i32")]  # split gate_up partials
+    down_ce = {"EVEN_K": inter % bk == 0, "FUSE_SUM": True, "HAS_SHARED": True, "K_PAD": 8,
+               "SPLIT_K": sk_down}  # fmt: skip
     gate = build(
         kernel="moe.gate_up",
         fn="gate_up_swiglu_kernel",
-        pointers=tuple(
-            ptrs + [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")] + routing
-        ),  # fmt: skip
+        label=split_label(sk_gate),
+        pointers=tuple(ptrs + gate_out + routing + split_bufs),
         ints=(
             *shape,
             *ints,
@@ -156,7 +165,7 @@ def moe_pair(
             ("stride_outq", inter // 2),
             ("stride_outs", inter // 32),
         ),  # fmt: skip
-        constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0}).items()),
+        constexprs=tuple((ce | {"EVEN_K": hidden % bk == 0, "SPLIT_K": sk_gate}).items()),
         stream_bytes_per_iter=2 * (bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32),
         **base,
     )
@@ -164,9 +173,11 @@ def moe_pair(
     down = build(
         kernel="moe.down",
         fn="down_kernel",
+        label=split_label(sk_down),
         pointers=tuple(
             ptrs
-            + [("topk_w_ptr", "*fp32"), ("out_ptr", "*bf16")]
+            # split down partials are fp32 rows
+            + [("topk_w_ptr", "*fp32"), ("out_ptr", "*fp32" if sk_down > 1 else "*bf16")]
             + routing
             + [
                 ("sum_ptr", "*bf16"),
@@ -183,11 +194,7 @@ def moe_pair(
             ("stride_shared", hidden),
         ),  # fmt: skip
         # As launched: the top-k sum folded in (with a shared-expert output), top-8.
-        constexprs=tuple(
-            (
-                ce | {"EVEN_K": inter % bk == 0, "FUSE_SUM": True, "HAS_SHARED": True, "K_PAD": 8}
-            ).items()
-        ),  # fmt: skip
+        constexprs=tuple((ce | down_ce).items()),
         stream_bytes_per_iter=bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32,
         **base,
     )

@@ -44,10 +44,12 @@ def moe_launches(
     counts: list[int] | None = None,
 ) -> tuple[Launch, Launch]:
     """gate_up and down of the fused MoE (moe/triton_moe.py: a worst-case grid of M blocks whose
-    surplus programs exit; N tiles of INTER for gate_up, of H for down)."""
+    surplus programs exit; N tiles of INTER for gate_up, of H for down; x SPLIT_K along K, each
+    split running cdiv(K blocks, SPLIT_K) of them and writing + re-reading an fp32 partial)."""
     from sgl_kernel_rocm.moe.align import worst_case_capacity
 
     cfg = dict(gate.constexprs)
+    sk_g, sk_d = int(cfg.get("SPLIT_K", 1)), int(dict(down.constexprs).get("SPLIT_K", 1))
     bm, bn, bk = int(cfg["BLOCK_M"]), int(cfg["BLOCK_N"]), int(cfg["BLOCK_K"])
     w16 = bool(cfg.get("W16"))
     per = 2.0 if w16 else MX_BYTES
@@ -57,19 +59,23 @@ def moe_launches(
     bound = worst_case_capacity(tokens * TOP_K, experts, bm) // bm
     act = tokens * hidden * 2
     n_gate, n_down = _cdiv(inter, bn), _cdiv(hidden, bn)
+    slots = tokens * TOP_K
+    # Split partials: fp32, written once and read once (an upper bound: they mostly stay in L2).
+    part_g = 2 * slots * 2 * inter * 4 * sk_g if sk_g > 1 else 0
+    part_d = 2 * slots * hidden * 4 * sk_d if sk_d > 1 else 0
     gate_l = Launch(
-        programs=blocks * n_gate,
-        iters=_cdiv(hidden, bk),
-        hbm_bytes=used * 2 * inter * hidden * per + act + tokens * TOP_K * inter * 2,
+        programs=blocks * n_gate * sk_g,
+        iters=_cdiv(_cdiv(hidden, bk), sk_g),
+        hbm_bytes=used * 2 * inter * hidden * per + act + slots * inter * 2 + part_g,
         bytes_per_iter=gate.stream_bytes_per_iter + bm * bk * 2,
-        empty_programs=(bound - blocks) * n_gate,
+        empty_programs=(bound - blocks) * n_gate * sk_g,
     )
     down_l = Launch(
-        programs=blocks * n_down,
-        iters=_cdiv(inter, bk),
-        hbm_bytes=used * hidden * inter * per + tokens * TOP_K * inter * 2 + act,
+        programs=blocks * n_down * sk_d,
+        iters=_cdiv(_cdiv(inter, bk), sk_d),
+        hbm_bytes=used * hidden * inter * per + slots * inter * 2 + act + part_d,
         bytes_per_iter=down.stream_bytes_per_iter + bm * bk * 2,
-        empty_programs=(bound - blocks) * n_down,
+        empty_programs=(bound - blocks) * n_down * sk_d,
     )
     return gate_l, down_l
 

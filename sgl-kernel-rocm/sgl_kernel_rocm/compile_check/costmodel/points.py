@@ -107,7 +107,7 @@ def row_kernels(
 
     cases = {} if cases is None else cases
     kind = r["kind"]
-    if kind in ("moe", "moe_bf16"):
+    if kind in ("moe", "moe_bf16", "moe_nosplit"):
         shape = (r["experts"], r["hidden"], r["inter"])
         if "config" in r and r["config"]:
             cfg = dict(r["config"])
@@ -117,9 +117,11 @@ def row_kernels(
             cfg = _moe_config(moe_table, *shape, r["tokens"])
         else:
             cfg = resolve_config(arch, r["tokens"], *shape, r.get("act_quant", "none"))[0]
-        # The launch config, and the word upcast when the row names one (moe.config).
-        cfg = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages",
-                                   "upcast") if k in cfg}  # fmt: skip
+        # The launch config, the word upcast when the row names one, and the split-K (dropped
+        # for the no-split A/B rows) (moe.config).
+        keep = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "upcast")
+        keep += () if kind == "moe_nosplit" else ("SPLIT_K", "SPLIT_K_DOWN")
+        cfg = {k: cfg[k] for k in keep if k in cfg}
         if kind == "moe_bf16":
             path, fast, w16 = "bf16", False, True
         else:

@@ -1,0 +1,147 @@
+"""Decode shaping of a shipped MoE table from compiler data (no GPU): for each decode bucket of
+the named shapes, keep the bucket's tile and choose its split-K per GEMM (`SPLIT_K` for
+gate_up over H, `SPLIT_K_DOWN` for down over INTER) and then its pipeline depth
+(`num_stages`), by the cost model's predicted time at the bucket's launch grid, among variants
+whose every kernel passes the compile gate under our Triton and each Triton in `also`.
+
+Splits first at the shipped depth, then deeper pipelines on the chosen splits: the model's
+latency term is what both move (a short grid keeps too few bytes in flight), so the second
+step only has to pay for what the first did not fix. Used by scripts/tune_moe.py
+--decode-shaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sgl_kernel_rocm.compile_check import cases as C
+from sgl_kernel_rocm.compile_check.build import run_matrix
+from sgl_kernel_rocm.compile_check.costmodel import model
+from sgl_kernel_rocm.compile_check.costmodel.launches import moe_launches
+from sgl_kernel_rocm.compile_check.gate import violations
+from sgl_kernel_rocm.compile_check.static_tune import _counts, moe_cases_for
+
+DECODE_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+SPLITS = (1, 2, 4, 8)
+STAGES = (3, 4)
+MIN_BLOCKS_PER_SPLIT = 2  # a split of one K block is all prologue and epilogue
+
+
+def _shape(key: str) -> tuple[int, int, int]:
+    e, h, i = key.split("_")[:3]
+    return int(e[1:]), int(h[1:]), int(i[1:])
+
+
+def _splits(k_dim: int, bk: int) -> list[int]:
+    blocks = -(-k_dim // bk)
+    return [s for s in SPLITS if s == 1 or -(-blocks // s) >= MIN_BLOCKS_PER_SPLIT]
+
+
+def variants(cfg: dict, shape) -> list[dict]:
+    """Split variants of a bucket's config (gate and down split apart: each kernel's compile
+    depends only on its own split)."""
+    _, hidden, inter = shape
+    out = []
+    for sg in _splits(hidden, cfg["BLOCK_K"]):
+        for sd in _splits(inter, cfg["BLOCK_K"]):
+            out.append(cfg | {"SPLIT_K": sg, "SPLIT_K_DOWN": sd})
+    return out
+
+
+class _Scorer:
+    """Compiles (cached) and gates each variant's two kernels, predicts their time."""
+
+    def __init__(self, arch: str, act: str, jobs: int | None, also: Iterable[Path | None]):
+        self.arch, self.act, self.jobs, self.also = arch, act, jobs, list(also)
+        self.recs: dict[str, tuple[bool, dict]] = {}
+
+    def _pair(self, cfg: dict, shape) -> list[C.Case]:
+        return moe_cases_for(self.arch, cfg, self.act, shape)
+
+    def compile(self, cfgs: list[dict], shape) -> None:
+        cases = {c.key: c for cfg in cfgs for c in self._pair(cfg, shape)}
+        todo = [c for k, c in cases.items() if k not in self.recs]
+        for triton_dir in [None, *self.also]:
+            recs = run_matrix(todo, jobs=self.jobs, triton_dir=triton_dir)
+            for case, rec in zip(todo, recs, strict=True):
+                ok = not violations(case, rec)
+                prev = self.recs.get(case.key)
+                # The record the model reads is ours (first); every Triton must pass.
+                self.recs[case.key] = (ok and (prev is None or prev[0]), prev[1] if prev else rec)
+
+    def cost(self, cfg: dict, shape, tokens: int) -> float | None:
+        """Predicted us of gate_up + down, or None when a kernel fails the gate."""
+        got = self.predict(cfg, shape, tokens)
+        return None if got is None else got["us"]
+
+    def predict(self, cfg: dict, shape, tokens: int) -> dict[str, Any] | None:
+        """{us, frac_copy (of the model's copy bandwidth), bound per kernel}, or None when a
+        kernel fails the gate."""
+        gate, down = self._pair(cfg, shape)
+        (gok, grec), (dok, drec) = self.recs[gate.key], self.recs[down.key]
+        if not (gok and dok):
+            return None
+        gl, dl = moe_launches(gate, down, *shape, tokens, list(_counts(tokens, shape[0])))
+        preds = [model.predict(rec, case.num_warps, case.num_stages, self.arch, launch)
+                 for case, rec, launch in ((gate, grec, gl), (down, drec, dl))]  # fmt: skip
+        us = sum(p.us for p in preds)
+        copy = model.constants(self.arch)["copy_tb_s"] * 1e6
+        return {"us": us, "frac_copy": round((gl.hbm_bytes + dl.hbm_bytes) / (us * copy), 3),
+                "bound": {"gate_up": preds[0].bound, "down": preds[1].bound}}  # fmt: skip
+
+
+def _best(scorer: _Scorer, cfgs: list[dict], shape, tokens: int) -> tuple[dict, float]:
+    best, best_us = None, None
+    for cfg in cfgs:
+        us = scorer.cost(cfg, shape, tokens)
+        # Ties keep the earlier (fewer splits, shallower pipeline): less partial traffic.
+        if us is not None and (best_us is None or us < best_us * 0.995):
+            best, best_us = cfg, us
+    if best is None:
+        raise RuntimeError(f"no variant of {cfgs[0]} passes the gate at {shape}, m={tokens}")
+    return best, best_us
+
+
+def shape_decode(
+    arch: str,
+    table: dict[str, Any],
+    keys: Iterable[str],
+    jobs: int | None = None,
+    also: Iterable[Path | None] = (),
+    log=print,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(new table, one report row per (key, bucket): before / after config and predicted us)."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in table.items()}
+    report = []
+    for key in keys:
+        shape = _shape(key)
+        act = "mxfp4" if key.endswith("_a4") else "none"
+        scorer = _Scorer(arch, act, jobs, also)
+        for m in DECODE_BUCKETS:
+            bucket = f"M_LEQ_{m}"
+            base = {k: v for k, v in table[key][bucket].items()
+                    if k not in ("SPLIT_K", "SPLIT_K_DOWN")}  # fmt: skip
+            splits = variants(base, shape)
+            scorer.compile(splits, shape)
+            before_us = scorer.cost(base, shape, m)
+            pick, _ = _best(scorer, splits, shape, m)
+            deeper = [pick] + [pick | {"num_stages": s} for s in STAGES
+                               if s > pick["num_stages"]]  # fmt: skip
+            scorer.compile(deeper, shape)
+            pick, us = _best(scorer, deeper, shape, m)
+            pick = {k: v for k, v in pick.items()
+                    if k not in ("SPLIT_K", "SPLIT_K_DOWN") or v != 1}  # fmt: skip
+            out[key][bucket] = pick
+            before, after = scorer.predict(base, shape, m), scorer.predict(pick, shape, m)
+            row = {"arch": arch, "key": key, "bucket": bucket, "tokens": m, "before": base,
+                   "before_us": before_us, "after": pick, "after_us": us,
+                   "before_frac_copy": before and before["frac_copy"],
+                   "before_bound": before and before["bound"],
+                   "after_frac_copy": after["frac_copy"],
+                   "after_bound": after["bound"]}  # fmt: skip
+            report.append(row)
+            log(f"{arch} {key} {bucket}: {before_us and round(before_us, 1)} us -> "
+                f"{round(us, 1)} us with {pick}")  # fmt: skip
+    return out, report

@@ -277,11 +277,27 @@ def _validate_before_load(loader, *args, **kwargs):
     return None
 
 
+def _validate_at_launch(server_args, *args, **kwargs):
+    """BEFORE hook on `ServerArgs.check_server_args`, which the launching process runs before it
+    spawns a scheduler: a bad local checkpoint stops the server there, in seconds, instead of
+    after the workers have started."""
+    import os
+
+    path = getattr(server_args, "model_path", None)
+    if path and os.path.isdir(path) and getattr(server_args, "load_format", "auto") != "dummy":
+        from sglang_mx.platform_choice import serves_every_layer
+
+        validate_checkpoint(path, serves_linears=serves_every_layer())
+    return None
+
+
 def register_load_check() -> None:
-    """Validate a local checkpoint (truncated files, shapes against config.json) before SGLang's
-    `DefaultModelLoader.load_model` reads it, failing with the file's name."""
+    """Validate a local checkpoint (truncated files, shapes against config.json), failing with
+    the file's name: when the server is launched (before any worker starts) and again before
+    SGLang's `DefaultModelLoader.load_model` reads it (an Engine or a worker given another path)."""
     from sglang_mx.sglang_version import hook
 
+    hook("sglang.srt.server_args.ServerArgs.check_server_args", _validate_at_launch, "BEFORE")
     hook(
         "sglang.srt.model_loader.loader.DefaultModelLoader.load_model",
         _validate_before_load,

@@ -252,15 +252,24 @@ def _foundation_ready() -> bool:
     reason="needs sglang_mx.testing.server and the built bf16 bundled model (make model)",
 )
 def test_live_server_greedy_tokens_match_torch_native():
+    from concurrent.futures import ThreadPoolExecutor
+
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import launch_server
+    from sglang_mx.testing.server import start_servers
 
     model = str(bundled_model_path("bf16"))
     # Triton kernels run through the interpreter in the server's scheduler process on CPU.
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    results = {}
-    for backend in ("torch_native", "mx_triton"):
-        with launch_server(model, ["--attention-backend", backend], env=env) as base_url:
-            results[backend] = _greedy_tokens(base_url)
+    backends = ("torch_native", "mx_triton")
+    # Side by side: two cold starts overlap, and the interpreter-bound mx_triton server decodes
+    # while the torch_native one does (each server's greedy tokens depend on its own requests).
+    handles = start_servers([(model, ["--attention-backend", b], env, None) for b in backends])
+    try:
+        with ThreadPoolExecutor(len(handles)) as pool:
+            tokens = list(pool.map(_greedy_tokens, [h.base_url for h in handles]))
+    finally:
+        for h in handles:
+            h.stop()
+    results = dict(zip(backends, tokens, strict=True))
     assert all(len(t) == 16 for t in results["torch_native"])
     assert results["mx_triton"] == results["torch_native"]

@@ -9,9 +9,9 @@ model they came from, on both tiny architectures:
   amd/GLM-5.2-MXFP4 ships: routed and shared experts MXFP4, exact-name excludes, MTP layer bf16;
   W4A16), i.e. what `sglang-mx serve` serves by default: the session's default server.
 
-One server at a time (module-scoped, parametrized). Each is compared with its bf16 model's float32
-transformers forward on the same held-out sample, teacher-forced: every position's full next-token
-distribution (mean KL, top-1 agreement).
+The written checkpoints' servers start side by side and serve the module. Each server is
+compared with its bf16 model's float32 transformers forward on the same held-out sample,
+teacher-forced: every position's full next-token distribution (mean KL, top-1 agreement).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sglang_mx.testing.served_distribution import (
     reference_logprobs,
     served_kl_top1,
 )
-from sglang_mx.testing.server import start_server
+from sglang_mx.testing.server import start_servers
 
 pytestmark = pytest.mark.server
 
@@ -79,21 +79,32 @@ def reference(bf16: str) -> tuple[list[int], torch.Tensor]:
     return _references[bf16]
 
 
-@pytest.fixture(scope="module", params=CHECKPOINTS, ids=[c.name for c in CHECKPOINTS])
-def quark_server(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def written_servers(tmp_path_factory):
+    """The checkpoints written at test time, each quantized by `sglang-mx quantize --format
+    quark` and served; the servers start side by side (their cold starts overlap)."""
+    written = [ck for ck in CHECKPOINTS if ck.layout is not None]
+    specs = []
+    for ck in written:
+        ckpt = tmp_path_factory.mktemp("quark") / ck.name
+        act = "mxfp4" if ck.mode == "W4A4" else "none"
+        args = ["quantize", bundled_model_path(ck.bf16), str(ckpt), "--format", "quark"]
+        assert main([*args, "--quark-layout", ck.layout, "--act-quant", act]) == 0
+        specs.append((str(ckpt), [], None, None))
+    handles = start_servers(specs)
+    try:
+        yield {ck.name: h for ck, h in zip(written, handles, strict=True)}
+    finally:
+        for h in handles:
+            h.stop()
+
+
+@pytest.fixture(params=CHECKPOINTS, ids=[c.name for c in CHECKPOINTS])
+def quark_server(request):
     ck = request.param
     if ck.layout is None:  # what `sglang-mx serve` serves: the session's server for it
-        yield request.getfixturevalue("default_server_handle"), ck
-        return
-    ckpt = tmp_path_factory.mktemp("quark") / ck.name
-    act = "mxfp4" if ck.mode == "W4A4" else "none"
-    args = ["quantize", bundled_model_path(ck.bf16), str(ckpt), "--format", "quark"]
-    assert main([*args, "--quark-layout", ck.layout, "--act-quant", act]) == 0
-    handle = start_server(str(ckpt))
-    try:
-        yield handle, ck
-    finally:
-        handle.stop()
+        return request.getfixturevalue("default_server_handle"), ck
+    return request.getfixturevalue("written_servers")[ck.name], ck
 
 
 def test_quark_served_close_to_bf16(quark_server):

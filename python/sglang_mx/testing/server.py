@@ -89,17 +89,16 @@ def server_command(model_path: str, port: int, extra_args: Sequence[str] = ()) -
     ]
 
 
-def start_server(
+def spawn_server(
     model_path: str,
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     port: int | None = None,
-    timeout: float = STARTUP_TIMEOUT_S,
 ) -> ServerProcess:
+    """Start the server process and return at once (`wait_ready` waits for it to serve)."""
     port = port or free_port()
     log = Path(tempfile.mkstemp(prefix=f"sglang-{port}-", suffix=".log")[1])
     child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
-    t0 = time.monotonic()
     with log.open("wb") as f:
         proc = subprocess.Popen(
             server_command(model_path, port, extra_args),
@@ -108,14 +107,36 @@ def start_server(
             env=child_env,
             start_new_session=True,
         )
-    handle = ServerProcess(f"http://127.0.0.1:{port}", proc, log, 0.0)
+    return ServerProcess(f"http://127.0.0.1:{port}", proc, log, 0.0)
+
+
+def start_server(
+    model_path: str,
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    timeout: float = STARTUP_TIMEOUT_S,
+) -> ServerProcess:
+    return start_servers([(model_path, extra_args, env, port)], timeout)[0]
+
+
+def start_servers(
+    specs: Sequence[tuple[str, Sequence[str], dict[str, str] | None, int | None]],
+    timeout: float = STARTUP_TIMEOUT_S,
+) -> list[ServerProcess]:
+    """Several servers started side by side (model, args, env, port each): their cold starts
+    overlap; returns once all serve, or stops them all and raises the first failure."""
+    t0 = time.monotonic()
+    handles = [spawn_server(*spec) for spec in specs]
     try:
-        wait_ready(handle, timeout)
+        for handle in handles:
+            wait_ready(handle, timeout - (time.monotonic() - t0))
+            handle.startup_s = time.monotonic() - t0
     except BaseException:
-        handle.stop()
+        for handle in handles:
+            handle.stop()
         raise
-    handle.startup_s = time.monotonic() - t0
-    return handle
+    return handles
 
 
 def wait_ready(handle: ServerProcess, timeout: float) -> None:

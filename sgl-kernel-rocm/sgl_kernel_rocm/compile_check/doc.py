@@ -36,6 +36,18 @@ estimated here: the cost model (`compile_check/costmodel`, `python -m sgl_kernel
 # Facts of a run, not of the kernels: how long a compile took, whether the cache answered. Left
 # out of the stored JSON, so a clean clone's CI run reproduces the committed files byte for byte.
 VOLATILE = ("seconds", "cached")
+# The whole kernel's instruction histogram (prologue and epilogue included) stays in the compile
+# cache, where the cost model reads it; the stored rows keep the main loop's histogram and every
+# count the page shows. Half the stored size: the files travel with the tree to the device machine
+# (issue 23's cap).
+CACHE_ONLY_ISA = ("ops",)
+
+
+def _stored_result(result: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in result.items() if k not in VOLATILE}
+    if isinstance(out.get("isa"), dict):
+        out["isa"] = {k: v for k, v in out["isa"].items() if k not in CACHE_ONLY_ISA}
+    return out
 
 
 def _normal(obj: Any) -> Any:
@@ -43,12 +55,10 @@ def _normal(obj: Any) -> Any:
 
 
 def stable_payload(payload: dict[str, Any], previous: Path | None = None) -> dict[str, Any]:
-    """The payload as stored: volatile fields dropped; the stamp (date, host) of `previous` kept
-    when its rows are the same, so the date is when these results first appeared."""
-    rows = [
-        {**r, "result": {k: v for k, v in r["result"].items() if k not in VOLATILE}}
-        for r in payload["rows"]
-    ]
+    """The payload as stored: volatile and cache-only fields dropped; the stamp (date, host) of
+    `previous` kept when its rows are the same, so the date is when these results first
+    appeared."""
+    rows = [{**r, "result": _stored_result(r["result"])} for r in payload["rows"]]
     rows = _normal(rows)
     stamp = payload["stamp"]
     if previous is not None and previous.exists():

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.server
 CAMPAIGN_SEED = 20261130
 # Seconds of generated requests per server, the same for each; the seed is fixed, so a budget
 # only cuts the same sequence shorter on a slower machine. At least MIN_CASES however slow.
-CAMPAIGN_S = float(os.environ.get("SGLANG_MX_CAMPAIGN_S", "30"))
+CAMPAIGN_S = float(os.environ.get("SGLANG_MX_CAMPAIGN_S", "20"))
 MIN_CASES = 20
 MAX_CASES = 100_000
 # name -> (session fixture, the attention backend and page size its requests must reach)

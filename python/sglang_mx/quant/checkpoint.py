@@ -284,7 +284,10 @@ def _validate_at_launch(server_args, *args, **kwargs):
     import os
 
     path = getattr(server_args, "model_path", None)
-    if path and os.path.isdir(path) and getattr(server_args, "load_format", "auto") != "dummy":
+    # Only the formats SGLang's DefaultModelLoader reads as safetensors (not dummy weights, GGUF,
+    # bitsandbytes, ... which other loaders own).
+    fmt = str(getattr(server_args, "load_format", "auto"))
+    if path and os.path.isdir(path) and fmt in ("auto", "safetensors"):
         from sglang_mx.platform_choice import serves_every_layer
 
         validate_checkpoint(path, serves_linears=serves_every_layer())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 from sglang_mx.assets import bundled_model_path
@@ -21,6 +23,10 @@ def test_server_rejects_truncated_checkpoint(tmp_path):
     msg = str(exc.value)
     assert "exited with code" in msg
     assert f"{weights}: tensor" in msg and "truncated" in msg
+    # Refused by the launching process (ServerArgs.check_server_args), before any worker started
+    # to initialise a model.
+    log = Path(re.search(r"log (\S+):\n", msg).group(1)).read_text(errors="replace")
+    assert "Load weight begin" not in log and "Init torch distributed" not in log, log[-2000:]
 
 
 def test_server_rejects_quark_checkpoint_missing_a_scale(tmp_path):

@@ -16,6 +16,7 @@ teacher-forced: every position's full next-token distribution (mean KL, top-1 ag
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pytest
@@ -63,20 +64,17 @@ CHECKPOINTS = [
     Checkpoint("glm5-shipped-quark", "glm5-bf16", None, "W4A16", 6, 0.08, 0.85),
 ]
 
-_references: dict[str, tuple[list[int], torch.Tensor]] = {}
 
-
+@functools.cache
 def reference(bf16: str) -> tuple[list[int], torch.Tensor]:
     """The held-out sample and log p(next | prefix) of the bf16 model in float32 (transformers),
-    [T-1, V]; one per model for the module."""
-    if bf16 not in _references:
-        ids = held_out_prompt_ids(bundled_model_path(bf16))
-        model = load_hf(bundled_model_path(bf16), torch.float32)
-        # GLM-5: past index_topk keys the indexer's selections enter the comparison too (FP8
-        # index keys when served): the sample reaches into the sparse regime.
-        assert len(ids) > getattr(model.config, "index_topk", 0)
-        _references[bf16] = (ids, reference_logprobs(model, ids))
-    return _references[bf16]
+    [T-1, V]; once per model."""
+    ids = held_out_prompt_ids(bundled_model_path(bf16))
+    model = load_hf(bundled_model_path(bf16), torch.float32)
+    # GLM-5: past index_topk keys the indexer's selections enter the comparison too (FP8 index
+    # keys when served): the sample reaches into the sparse regime.
+    assert len(ids) > getattr(model.config, "index_topk", 0)
+    return ids, reference_logprobs(model, ids)
 
 
 @pytest.fixture(scope="module")

@@ -262,35 +262,32 @@ def validate_checkpoint(model_dir: Path, serves_linears: bool = True) -> None:
                 )
 
 
-def _validate_before_load(loader, *args, **kwargs):
-    """BEFORE hook on SGLang's model loader: check local checkpoints before reading weights."""
+def _validate_local(path: str | None) -> None:
+    """Check a local checkpoint directory; anything else (a hub id, no path) is SGLang's."""
     import os
 
-    model_config = kwargs.get("model_config")
-    path = getattr(model_config, "model_path", None)
     if path and os.path.isdir(path):
         from sglang_mx.platform_choice import serves_every_layer
 
         # Our platforms (mx_cpu, mx_cuda) serve every layer; SGLang's GPU platforms only the
         # routed experts through us.
         validate_checkpoint(path, serves_linears=serves_every_layer())
+
+
+def _validate_before_load(loader, *args, **kwargs):
+    """BEFORE hook on SGLang's model loader: check local checkpoints before reading weights (also
+    a path given after launch, e.g. a weight update from disk)."""
+    _validate_local(getattr(kwargs.get("model_config"), "model_path", None))
     return None
 
 
 def _validate_at_launch(server_args, *args, **kwargs):
     """BEFORE hook on `ServerArgs.check_server_args`, which the launching process runs before it
     spawns a scheduler: a bad local checkpoint stops the server there, in seconds, instead of
-    after the workers have started."""
-    import os
-
-    path = getattr(server_args, "model_path", None)
-    # Only the formats SGLang's DefaultModelLoader reads as safetensors (not dummy weights, GGUF,
-    # bitsandbytes, ... which other loaders own).
-    fmt = str(getattr(server_args, "load_format", "auto"))
-    if path and os.path.isdir(path) and fmt in ("auto", "safetensors"):
-        from sglang_mx.platform_choice import serves_every_layer
-
-        validate_checkpoint(path, serves_linears=serves_every_layer())
+    after the workers have started. Only for the formats SGLang's DefaultModelLoader reads as
+    safetensors (not dummy weights, GGUF, bitsandbytes, ... which other loaders own)."""
+    if str(getattr(server_args, "load_format", "auto")) in ("auto", "safetensors"):
+        _validate_local(getattr(server_args, "model_path", None))
     return None
 
 

@@ -8,6 +8,10 @@ SETUP_INPUTS := pyproject.toml sgl-kernel-rocm/pyproject.toml requirements/cpu-c
 HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`; test/conftest.py's scheduler hands them work units (the
+# modules on the shared GLM-5 servers together, a module that starts servers whole, kernel tests
+# one by one), server modules first. 0 runs the suite in this process.
+TEST_WORKERS ?= 2
 FUZZ_MINUTES ?= 30
 
 .PHONY: setup serve test compile-check fuzz bench model model-glm5 lint wheels clean
@@ -22,7 +26,7 @@ serve: setup
 	$(BIN)/sglang-mx serve --host $(HOST) --port $(PORT)
 
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Compile every Triton kernel for gfx950, gfx942, sm90 and sm100 (no GPU needed), apply the gate,
 # and regenerate docs/kernels-compile.md. TRITON=3.6.0 runs the same matrix under that Triton

@@ -10,6 +10,10 @@ if not os.environ.get("SGLANG_MX_TEST_GPU"):
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One OpenMP thread per process (inherited by every server the suite starts): `make test` runs
+# two pytest-xdist workers on two cores, and OpenMP teams spin-waiting for a core another
+# process holds slowed a server's decode by 10x or more.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -37,13 +41,109 @@ def pytest_runtest_makereport(item, call):
         report.sections.append(("random seed", f"replay with {_SEED_ENV}={seed}"))
 
 
+# `make test`'s two pytest-xdist workers take the tests on each kind of session server (below) as
+# one work unit, so each of those servers starts once. The master process, which schedules, sees
+# node ids only, hence lists (checked against the tests' fixtures at collection). In the mixed
+# modules a test's parameters name its server ("[glm5-..." or not).
+GLM5_SESSION_MODULES = frozenset(
+    {
+        "test/sglang_mx/test_default_server_context.py",
+        "test/sglang_mx/test_mtp_serving.py",
+        "test/sglang_mx/test_quark_checkpoint.py",
+    }
+)
+MIXED_SESSION_MODULES = frozenset(
+    {"test/sglang_mx/test_hostile_campaign.py", "test/sglang_mx/provider/test_provider_guards.py"}
+)
+MXFP4_SESSION_MODULES = frozenset(
+    {
+        "test/sglang_mx/bench/test_bench_agents.py",
+        "test/sglang_mx/bench/test_bench_live.py",
+        "test/sglang_mx/provider/test_live_server.py",
+        "test/sglang_mx/provider/test_native_routes.py",
+        "test/sglang_mx/provider/test_openai_fields.py",
+        "test/sglang_mx/provider/test_router_topology.py",
+        "test/sglang_mx/test_entry_points.py",
+        "test/sglang_mx/test_guards_server.py",
+        "test/sglang_mx/test_reference_equivalence.py",
+        "test/sglang_mx/test_server.py",
+    }
+)
+GLM5_SERVER_FIXTURES = frozenset(
+    {"default_server", "default_server_handle", "mtp_server", "mtp_server_handle"}
+)
+MXFP4_SERVER_FIXTURES = frozenset({"mxfp4_server", "mxfp4_server_handle", "live_server"})
+GLM5_UNIT, MXFP4_UNIT = "glm5-session-servers", "glm45-session-server"
+KERNEL_TESTS = "test/sgl_kernel_rocm/"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker
+        _order_for_workers(items)
     if torch.cuda.is_available() and os.environ.get("SGLANG_MX_TEST_GPU"):
         return
     skip_gpu = pytest.mark.skip(reason="needs a GPU (set SGLANG_MX_TEST_GPU=1 on a GPU node)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+def work_unit(nodeid: str) -> str:
+    """What a worker runs in one go: the tests on each kind of session server together; any
+    other module outside the kernel tests whole (a module-scoped server starts once); kernel
+    tests one by one, which even out the end of the run."""
+    path = nodeid.split("::", 1)[0]
+    if path in GLM5_SESSION_MODULES or (path in MIXED_SESSION_MODULES and "[glm5-" in nodeid):
+        return GLM5_UNIT
+    if path in MXFP4_SESSION_MODULES or path in MIXED_SESSION_MODULES:
+        return MXFP4_UNIT
+    return nodeid if path.startswith(KERNEL_TESTS) else path
+
+
+def _order_for_workers(items):
+    """Units go out in order of first appearance: the two session-server units, the other
+    modules that start servers, the other modules, then the kernel tests. A test that uses a
+    session server by fixture must sit in that server's unit; a module that reaches one through
+    request.getfixturevalue carries the `session_servers` mark and must be listed."""
+    wrong = []
+    for item in items:
+        unit, names = work_unit(item.nodeid), set(item.fixturenames)
+        if (GLM5_SERVER_FIXTURES & names and unit != GLM5_UNIT) or (
+            MXFP4_SERVER_FIXTURES & names and unit != MXFP4_UNIT
+        ):
+            wrong.append(item.nodeid)
+        elif item.get_closest_marker("session_servers") and unit not in (GLM5_UNIT, MXFP4_UNIT):
+            wrong.append(item.nodeid)
+    if wrong:
+        raise pytest.UsageError(
+            f"session-server tests outside their unit (conftest lists): {wrong}"
+        )
+
+    def rank(item):
+        unit = work_unit(item.nodeid)
+        if unit in (GLM5_UNIT, MXFP4_UNIT):
+            return 0 if unit == GLM5_UNIT else 1
+        if item.get_closest_marker("server") or item.get_closest_marker("packaging"):
+            return 2
+        return 4 if unit == item.nodeid else 3
+
+    items.sort(key=rank)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent with -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scope scheduler over `work_unit` (its xdist_group marks do not take under
+    pytest 9, whose node ids no longer read the `_nodeid` they rewrite)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return SuiteScheduling(config, log)
 
 
 def _session_server(model, args):
@@ -53,7 +153,7 @@ def _session_server(model, args):
     try:
         yield handle
     finally:
-        handle.stop()
+        handle.stop(wait=False)
 
 
 @pytest.fixture(scope="session")

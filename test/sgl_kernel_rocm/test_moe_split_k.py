@@ -42,8 +42,13 @@ def _bf16_bound(ref):
     return (TOP_K + 2) * 2.0**-8 * ref.float().abs().max().item()
 
 
-@pytest.mark.parametrize("split", [(1, 2), (2, 1), (4, 4)], ids=lambda s: f"g{s[0]}d{s[1]}")
-@pytest.mark.parametrize("exact_align", [True, False], ids=["exact_grid", "worst_case_grid"])
+# Both grid modes with uneven gate_up / down splits and with the widest split (the interpreter
+# makes each case cost seconds, so not the full cross product).
+@pytest.mark.parametrize(
+    "exact_align,split",
+    [(True, (1, 2)), (False, (2, 1)), (True, (4, 4)), (False, (4, 4))],
+    ids=["exact_grid-g1d2", "worst_case_grid-g2d1", "exact_grid-g4d4", "worst_case_grid-g4d4"],
+)
 def test_split_k_matches_reference_bf16(monkeypatch, split, exact_align):
     _poison(monkeypatch)
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", exact_align)
@@ -70,7 +75,7 @@ def test_split_k_other_paths_match_reference(monkeypatch, path, act_quant):
     assert diff <= _bf16_bound(ref), f"max diff {diff}"
 
 
-@pytest.mark.parametrize("split", [1, 2, 4])
+@pytest.mark.parametrize("split", [2, 4])
 def test_split_k_fp32_matches_reference_tightly(monkeypatch, split):
     _poison(monkeypatch)
     x, w, tw, ti = _inputs(torch.float32)

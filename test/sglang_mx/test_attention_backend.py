@@ -269,7 +269,7 @@ def test_live_server_greedy_tokens_match_torch_native():
             tokens = list(pool.map(_greedy_tokens, [h.base_url for h in handles]))
     finally:
         for h in handles:
-            h.stop()
+            h.stop(wait=False)
     results = dict(zip(backends, tokens, strict=True))
     assert all(len(t) == 16 for t in results["torch_native"])
     assert results["mx_triton"] == results["torch_native"]

@@ -72,7 +72,7 @@ def server(model_dir, dump_dir):
     try:
         yield handle
     finally:
-        handle.stop()
+        handle.stop(wait=False)
 
 
 def generate(url: str, ids: list[int], max_new_tokens: int, **extra) -> dict:

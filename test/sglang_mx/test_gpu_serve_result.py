@@ -81,7 +81,7 @@ def cpu_record(rec: dict) -> dict:
         try:
             got = serve_probe.greedy_record(handle.base_url, rec["prompts"], timeout=600)
         finally:
-            handle.stop()
+            handle.stop(wait=False)
         assert not got["failures"], got["failures"]
         _records[key] = {"prompts": rec["prompts"], "greedy": got}
     return _records[key]

@@ -23,7 +23,7 @@ import pytest
 from sglang_mx.testing.campaign import for_each_hostile
 from sglang_mx.testing.hostile import SGLANG_ROUTES, HostileRequest, Target, attack
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.session_servers]
 
 CAMPAIGN_SEED = 20261130
 # Seconds of generated requests per server, the same for each; the seed is fixed, so a budget

@@ -77,7 +77,7 @@ def mxfp4_eh_proj_server(tmp_path_factory):
     try:
         yield handle
     finally:
-        handle.stop()
+        handle.stop(wait=False)
 
 
 def test_mxfp4_eh_proj_draft_serves_the_same_greedy_tokens(mxfp4_eh_proj_server, default_server):

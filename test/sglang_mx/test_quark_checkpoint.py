@@ -32,7 +32,7 @@ from sglang_mx.testing.served_distribution import (
 )
 from sglang_mx.testing.server import start_servers
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.session_servers]
 
 VOCAB = 2048
 
@@ -94,7 +94,7 @@ def written_servers(tmp_path_factory):
         yield {ck.name: h for ck, h in zip(written, handles, strict=True)}
     finally:
         for h in handles:
-            h.stop()
+            h.stop(wait=False)
 
 
 @pytest.fixture(params=CHECKPOINTS, ids=[c.name for c in CHECKPOINTS])

@@ -38,7 +38,7 @@ def bf16_fp32_server():
     try:
         yield handle.base_url
     finally:
-        handle.stop()
+        handle.stop(wait=False)
 
 
 def generate(url: str, ids: list[int], **sampling) -> dict:

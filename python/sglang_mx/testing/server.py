@@ -48,12 +48,21 @@ class ServerProcess:
         except OSError:
             return "(no log)"
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0, wait: bool = True) -> None:
+        """SIGTERM to the server's process group, then SIGKILL after `timeout`. SGLang takes
+        about 5 s to shut down even idle; with wait=False that happens on a (non-daemon) thread,
+        so a test fixture's teardown need not sit through it."""
         if self.proc.poll() is not None:
             return
         # The server's process group holds the scheduler and detokenizer children.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, 15)
+        if wait:
+            self._reap(timeout)
+        else:
+            threading.Thread(target=self._reap, args=(timeout,), name="stop-server").start()
+
+    def _reap(self, timeout: float) -> None:
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -160,7 +169,7 @@ def wait_ready(handle: ServerProcess, timeout: float) -> None:
                     return
         except httpx.HTTPError:
             pass
-        time.sleep(1.0)
+        time.sleep(0.25)
     raise TimeoutError(
         f"SGLang server not ready after {timeout:.0f}s; log {handle.log_path}:\n{handle.log_tail()}"
     )

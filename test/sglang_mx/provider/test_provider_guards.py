@@ -104,6 +104,7 @@ def test_in_vocabulary_token_prompt_served(prov):
 
 
 @pytest.mark.server
+@pytest.mark.session_servers
 @pytest.mark.parametrize("upstream", sorted(CAMPAIGN_UPSTREAMS))
 def test_provider_campaign_bounded(request, upstream, tmp_path):
     """Generated hostile requests through the provider: never a 5xx or traceback, and the

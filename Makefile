@@ -9,8 +9,8 @@ HOST ?= 127.0.0.1
 PORT ?= 30000
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`; test/conftest.py's scheduler hands them work units (the
-# modules on the shared GLM-5 servers together, a module that starts servers whole, kernel tests
-# one by one), server modules first. 0 runs the suite in this process.
+# tests on each kind of session server together, a module that starts servers whole, kernel tests
+# one by one), server work first. 0 runs the suite in this process.
 TEST_WORKERS ?= 2
 FUZZ_MINUTES ?= 30
 

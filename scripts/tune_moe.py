@@ -158,8 +158,9 @@ def tune(args) -> None:
 
 
 def decode_shaping(args) -> int:
-    """Split-K and stages of the decode buckets, written into the shipped table; the report
-    (before / after config and predicted us per bucket) to docs/results/."""
+    """Orientation (swap-AB), BLOCK_N, split-K and stages of the decode buckets, written into the
+    shipped table; the report (before / after config and predicted us per bucket) to
+    docs/results/."""
     from sgl_kernel_rocm.compile_check.build import triton_version
     from sgl_kernel_rocm.compile_check.decode_shaping import shape_decode
 
@@ -173,8 +174,9 @@ def decode_shaping(args) -> int:
         table, report = shape_decode(arch, table, keys, jobs=args.jobs, also=also)
         table["_meta"]["decode_shaping"] = (
             f"{datetime.date.today().isoformat()}: scripts/tune_moe.py --decode-shaping: "
-            f"SPLIT_K / SPLIT_K_DOWN / num_stages of {', '.join(keys)} at M_LEQ_1..64 chosen by "
-            f"the cost model on the bucket's tile, gate passed under Triton "
+            f"SWAP_AB / BLOCK_N / SPLIT_K / SPLIT_K_DOWN / num_stages of {', '.join(keys)} at "
+            f"M_LEQ_1..64 chosen by the cost model on the bucket's BLOCK_M / BLOCK_K / warps "
+            f"(compile_check/decode_shaping.py), gate passed under Triton "
             f"{', '.join([triton_version()] + [triton_version(d) for d in also])}; not measured"
         )
         path.write_text(dump_table(table))
@@ -242,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         "--decode-shaping",
         choices=KNOWN_ARCHS,
         action="append",
-        help="keep ARCH's table, choose split-K and stages of its GLM-5.2 TP8/EP8 decode "
-        "buckets from compiler data (compile_check/decode_shaping.py; repeatable)",
+        help="keep ARCH's table, choose swap-AB, BLOCK_N, split-K and stages of its GLM-5.2 "
+        "TP8/EP8 decode buckets from compiler data (compile_check/decode_shaping.py; "
+        "repeatable)",
     )
     parser.add_argument("--act", action="append", choices=("a16", "a4"),
                         help="--decode-shaping: activation formats (default a16)")  # fmt: skip

@@ -10,8 +10,9 @@ decode tile of 4-bit weights needs more bytes in flight than the same tile of bf
 --variants times the shipped table's config under each code path (`unpack`, `dot_scaled`) with
 and without the load-time weight layout (`prepare_weights`, what the plugin passes when serving),
 and the unpack path with the layout under each word-wise upcast the arch has (`moe/_upcast.py`:
-inline PTX or the gfx950 convert vs pure Triton), instead of sweeping configs; `--points`
-limits the (layout, tokens) points.
+inline PTX or the gfx950 convert vs pure Triton) and in the other tile orientation (`SWAP_AB`
+toggled: the swap-AB A/B), instead of sweeping configs; `--points` limits the (layout,
+tokens) points.
 
 Writes OUT/moe-sweep-<arch>.json: every (layout, tokens, config) timed kernel-only (CUDA-graph
 replay of one whole fused call), as a fraction of the copy bandwidth of the same run. Picking
@@ -74,7 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sgl_kernel_rocm.arch import current_arch
     from sgl_kernel_rocm.moe import fused_moe_mxfp4
-    from sgl_kernel_rocm.moe.config import choose_upcast, resolve_config
+    from sgl_kernel_rocm.moe.config import (
+        choose_path,
+        choose_upcast,
+        resolve_config,
+        swap_ab_of,
+    )
     from sgl_kernel_rocm.moe.layout import prepare_weights
 
     start = time.time()
@@ -99,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             for up in dict.fromkeys((choose_upcast(arch), "triton")):
                 cands.append({"path": "unpack", "layout": prepared,
                               "config": {**base, "upcast": up}})  # fmt: skip
+            # The swap-AB A/B (moe/_kernels.py `_mac`): the shipped tile in the other
+            # orientation (weights on the MMA's M side or not), same splits and stages.
+            flip = {k: v for k, v in base.items() if k != "SWAP_AB"}
+            if not swap_ab_of(base):
+                flip["SWAP_AB"] = True
+            cands.append({"path": choose_path(arch, False), "layout": prepared, "config": flip})
         else:
             configs = candidates(tokens) if gpu else candidates(1)[:2]
             cands = [{"config": c, "layout": case["layout"]} for c in configs]

@@ -149,28 +149,43 @@ def _mac(
     FULL_SCALE_RANGE: tl.constexpr = True,
     W16: tl.constexpr = False,
     UPCAST: tl.constexpr = "triton",
+    SWAP_AB: tl.constexpr = False,
 ):
     """acc += a @ dequant(w)^T through the chosen code path (one return, one type); with the
-    "ptx" upcast both operands arrive in `permute_k`'s K order."""
+    "ptx" upcast both operands arrive in `permute_k`'s K order. With SWAP_AB the weights take
+    the MMA's M side and acc is the transposed tile [BLOCK_N, BLOCK_M]: acc += dequant(w) @ a^T
+    (decode: a few tokens, so the weight rows fill the MMA's tall side; wgmma on sm90)."""
     if W16:
-        acc = tl.dot(a, tl.trans(wq.to(DOT_DTYPE)), acc)
-    elif DOT_SCALED:
-        if A_FMT == "e2m1":
-            acc = tl.dot_scaled(a, a_scale, "e2m1", tl.trans(wq), ws, "e2m1", acc)
+        w = wq.to(DOT_DTYPE)
+        if SWAP_AB:
+            acc = tl.dot(w, tl.trans(a), acc)
         else:
-            # A16: dot_scaled takes no scale for a bf16/fp16 operand. fast_math skips the NaN
-            # handling of E8M0 0xFF scales: exact when the load-time layout check found none.
-            acc = tl.dot_scaled(
-                a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc, fast_math=not FULL_SCALE_RANGE
-            )
-    elif WORDS:
-        w = upcast_words(
-            wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, UPCAST, DOT_DTYPE == tl.float32
-        ).to(DOT_DTYPE)
-        acc = tl.dot(a, tl.trans(w), acc)
+            acc = tl.dot(a, tl.trans(w), acc)
+    elif DOT_SCALED:
+        # A16: dot_scaled takes no scale for a bf16/fp16 operand. fast_math skips the NaN
+        # handling of E8M0 0xFF scales: exact when the load-time layout check found none.
+        if A_FMT == "e2m1":
+            if SWAP_AB:
+                acc = tl.dot_scaled(wq, ws, "e2m1", tl.trans(a), a_scale, "e2m1", acc)
+            else:
+                acc = tl.dot_scaled(a, a_scale, "e2m1", tl.trans(wq), ws, "e2m1", acc)
+        elif SWAP_AB:
+            acc = tl.dot_scaled(wq, ws, "e2m1", tl.trans(a), None, A_FMT, acc,
+                                fast_math=not FULL_SCALE_RANGE)  # fmt: skip
+        else:
+            acc = tl.dot_scaled(a, None, A_FMT, tl.trans(wq), ws, "e2m1", acc,
+                                fast_math=not FULL_SCALE_RANGE)  # fmt: skip
     else:
-        w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)
-        acc = tl.dot(a, tl.trans(w), acc)
+        if WORDS:
+            w = upcast_words(
+                wq, ws, BLOCK_N, BLOCK_K, FULL_SCALE_RANGE, UPCAST, DOT_DTYPE == tl.float32
+            ).to(DOT_DTYPE)
+        else:
+            w = dequant_tile(wq, ws, BLOCK_N, BLOCK_K).to(DOT_DTYPE)
+        if SWAP_AB:
+            acc = tl.dot(w, tl.trans(a), acc)
+        else:
+            acc = tl.dot(a, tl.trans(w), acc)
     return acc
 
 
@@ -252,13 +267,14 @@ def _mx_step(
     A_FMT: tl.constexpr, DOT_SCALED: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr, EVEN_K: tl.constexpr, WORDS: tl.constexpr,
     FULL_SCALE_RANGE: tl.constexpr, W16: tl.constexpr, UPCAST: tl.constexpr,
+    SWAP_AB: tl.constexpr = False,
 ):  # fmt: skip
     """One K step of one weight tile: load rows `n_rows` of the expert at K block kb, then
-    acc += a @ dequant(w)^T."""
+    acc += a @ dequant(w)^T (acc^T with SWAP_AB, see `_mac`)."""
     wq, ws = _load_mx(w_e, ws_e, n_rows, kb, K_DIM, stride_wn, stride_wsn, BLOCK_K, EVEN_K,
                       WORDS, W16)  # fmt: skip
     return _mac(acc, a, a_s, wq, ws, A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, WORDS,
-                FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
+                FULL_SCALE_RANGE, W16, UPCAST, SWAP_AB)  # fmt: skip
 
 
 @triton.jit
@@ -295,12 +311,13 @@ def gate_up_swiglu_kernel(
     A4: tl.constexpr, DOT_SCALED: tl.constexpr, A_FMT: tl.constexpr, DOT_DTYPE: tl.constexpr,
     MANUAL_BF16_RNE: tl.constexpr, WORDS: tl.constexpr = False,
     FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
-    UPCAST: tl.constexpr = "triton", SPLIT_K: tl.constexpr = 1,
+    UPCAST: tl.constexpr = "triton", SPLIT_K: tl.constexpr = 1, SWAP_AB: tl.constexpr = False,
 ):  # fmt: skip
     """out[slot, n] = silu(x[tok] . Wg[e, n]) * (x[tok] . Wu[e, n]); A4 also stores it as MXFP4.
     With SPLIT_K > 1 program (m, n, s) runs the s-th range of K blocks and the last split of a
     tile to arrive sums the fp32 partials (`part_ptr`, counters `tile_cnt_ptr`) in split order
-    before SwiGLU (`_split_k.py`)."""
+    before SwiGLU (`_split_k.py`). With SWAP_AB the loop accumulates the transposed tiles
+    (weights on the MMA's M side) and transposes them once after it."""
     _assume_nonneg(H, INTER, stride_x, stride_we, stride_wn, stride_wse, stride_wsn, stride_out)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -313,8 +330,12 @@ def gate_up_swiglu_kernel(
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
-    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SWAP_AB:
+        acc_g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     pid_s = tl.program_id(2)
     kb_lo, kb_hi = k_block_range(tl.cdiv(H, BLOCK_K), pid_s, SPLIT_K)
     for kb in range(kb_lo, kb_hi):
@@ -324,10 +345,13 @@ def gate_up_swiglu_kernel(
         )  # fmt: skip
         acc_g = _mx_step(acc_g, a, a_s, w_e, ws_e, n_rows, kb, H, stride_wn, stride_wsn, A_FMT,
                          DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
-                         FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
+                         FULL_SCALE_RANGE, W16, UPCAST, SWAP_AB)  # fmt: skip
         acc_u = _mx_step(acc_u, a, a_s, w_e, ws_e, n_rows + INTER, kb, H, stride_wn, stride_wsn,
                          A_FMT, DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS,
-                         FULL_SCALE_RANGE, W16, UPCAST)  # fmt: skip
+                         FULL_SCALE_RANGE, W16, UPCAST, SWAP_AB)  # fmt: skip
+    if SWAP_AB:
+        acc_g = tl.trans(acc_g)
+        acc_u = tl.trans(acc_u)
 
     store_ok = row_ok
     if SPLIT_K > 1:
@@ -459,7 +483,7 @@ def down_kernel(
     FULL_SCALE_RANGE: tl.constexpr = True, W16: tl.constexpr = False,
     UPCAST: tl.constexpr = "triton",
     FUSE_SUM: tl.constexpr = False, HAS_SHARED: tl.constexpr = False, K_PAD: tl.constexpr = 8,
-    SPLIT_K: tl.constexpr = 1,
+    SPLIT_K: tl.constexpr = 1, SWAP_AB: tl.constexpr = False,
 ):  # fmt: skip
     """out[slot, n] = topk_w[slot] * (act[slot] . W2[e, n]) per slot; with FUSE_SUM also
     sum[t, n] = sum_k out[t*K + k, n] (+ shared[t, n]), summed by whichever program stores a
@@ -477,7 +501,10 @@ def down_kernel(
     w_e = w_ptr + expert * stride_we
     ws_e = ws_ptr + expert * stride_wse
 
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SWAP_AB:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     pid_s = tl.program_id(2)
     kb_lo, kb_hi = k_block_range(tl.cdiv(INTER, BLOCK_K), pid_s, SPLIT_K)
     for kb in range(kb_lo, kb_hi):
@@ -487,7 +514,9 @@ def down_kernel(
         )  # fmt: skip
         acc = _mx_step(acc, a, a_s, w_e, ws_e, n_rows, kb, INTER, stride_wn, stride_wsn, A_FMT,
                        DOT_SCALED, BLOCK_N, BLOCK_K, DOT_DTYPE, EVEN_K, WORDS, FULL_SCALE_RANGE,
-                       W16, UPCAST)  # fmt: skip
+                       W16, UPCAST, SWAP_AB)  # fmt: skip
+    if SWAP_AB:
+        acc = tl.trans(acc)
 
     weight = tl.load(topk_w_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * weight[:, None]

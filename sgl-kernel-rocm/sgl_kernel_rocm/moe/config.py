@@ -15,6 +15,12 @@ CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
 SPLIT_KEYS = ("SPLIT_K", "SPLIT_K_DOWN")
 MAX_SPLIT_K = 16
 UPCASTS = ("triton", "ptx", "gfx950")
+# Optional key: the weights take the MMA's M side (decode tiles; False when absent).
+SWAP_KEY = "SWAP_AB"
+# Optional key: the down GEMM's own tile, entries over the shared ones (BLOCK_M is the
+# alignment's and stays shared; the down split is SPLIT_K_DOWN at the top level).
+DOWN_KEY = "down"
+DOWN_TILE_KEYS = ("BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB")
 
 
 def shape_key(num_experts: int, hidden: int, inter: int, act_quant: str) -> str:
@@ -94,3 +100,30 @@ def split_k_of(config: dict[str, Any]) -> tuple[int, int]:
             raise ValueError(f"config {key} must be an int in 1..{MAX_SPLIT_K}, got {v!r}")
         out.append(v)
     return out[0], out[1]
+
+
+def swap_ab_of(config: dict[str, Any]) -> bool:
+    """Whether a launch config puts the weights on the MMA's M side ("SWAP_AB", default False):
+    each GEMM then accumulates out^T = W . x^T, so at a few tokens per expert the BLOCK_N weight
+    rows fill the MMA's tall side (Hopper's wgmma needs 64) and the tokens its short one."""
+    v = config.get(SWAP_KEY, False)
+    if not isinstance(v, bool):
+        raise ValueError(f"config {SWAP_KEY} must be true or false, got {v!r}")
+    return v
+
+
+def down_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The down GEMM's launch config: the shared config with its "down" entries over it (a
+    per-GEMM tile: any of DOWN_TILE_KEYS). Without "down" both GEMMs run the same tile."""
+    over = config.get(DOWN_KEY, {})
+    if not isinstance(over, dict):
+        raise ValueError(f"config {DOWN_KEY} must be an object, got {over!r}")
+    bad = sorted(set(over) - set(DOWN_TILE_KEYS))
+    if bad:
+        raise ValueError(f"config {DOWN_KEY} keys {bad} are not among {list(DOWN_TILE_KEYS)}")
+    out = {k: v for k, v in config.items() if k != DOWN_KEY} | over
+    for key in ("BLOCK_N", "BLOCK_K", "num_warps", "num_stages"):
+        v = out.get(key)
+        if key in over and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"config {DOWN_KEY}.{key} must be a positive int, got {v!r}")
+    return out

@@ -18,7 +18,14 @@ from sgl_kernel_rocm.moe.align import (
     align_tokens_triton,
     worst_case_capacity,
 )
-from sgl_kernel_rocm.moe.config import choose_path, choose_upcast, resolve_config, split_k_of
+from sgl_kernel_rocm.moe.config import (
+    choose_path,
+    choose_upcast,
+    down_config,
+    resolve_config,
+    split_k_of,
+    swap_ab_of,
+)
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout
 from sgl_kernel_rocm.moe.weights import MoEWeights
 
@@ -81,14 +88,17 @@ def fused_moe_triton(
         raise ValueError(f"path='dot_scaled' with W4A16 needs bf16/fp16 activations, got {dtype}")
     if config is None:
         config, _ = resolve_config(arch, num_tokens, num_experts, hidden, inter, act_quant)
+    # The down GEMM may carry its own tile (config "down"); BLOCK_M is shared (the alignment's).
+    dconfig = down_config(config)
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-    if bn % 32 or bk % 64:
+    bn_d, bk_d = dconfig["BLOCK_N"], dconfig["BLOCK_K"]
+    if bn % 32 or bk % 64 or bn_d % 32 or bk_d % 64:
         raise ValueError(f"BLOCK_N must be a multiple of 32 and BLOCK_K of 64, got {config}")
-    launch = (
-        {}
-        if _interpreting()
-        else {"num_warps": config.get("num_warps", 4), "num_stages": config.get("num_stages", 2)}
-    )
+
+    def launch_of(cfg: dict) -> dict:
+        if _interpreting():
+            return {}
+        return {"num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 2)}
 
     a4 = act_quant == "mxfp4"
     dot_scaled = path == "dot_scaled"
@@ -116,7 +126,7 @@ def fused_moe_triton(
     sk_gate, sk_down = split_k_of(config)
     # Arrival counters, zeroed by the alignment launch: the down kernel's top-k sum, one per
     # (token, N tile of H); with a split gate_up, then one per (M block, N tile of INTER).
-    n_tiles_h, n_tiles_i = triton.cdiv(hidden, bn), triton.cdiv(inter, bn)
+    n_tiles_h, n_tiles_i = triton.cdiv(hidden, bn_d), triton.cdiv(inter, bn)
     n_down_cnt = num_tokens * n_tiles_h
     n_gate_cnt = worst_case_capacity(n_slots, num_experts, bm) // bm * n_tiles_i
     counters = _empty((n_down_cnt + (n_gate_cnt if sk_gate > 1 else 0),), dtype=torch.int32,
@@ -166,12 +176,15 @@ def fused_moe_triton(
     if sk_gate == 1:
         gate_cnt = counters  # never read
 
-    # Constexprs and launch options both GEMMs share.
+    # Constexprs both GEMMs share, then each GEMM's tile and launch options.
     common = dict(
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, A4=a4, DOT_SCALED=dot_scaled, A_FMT=a_fmt,
-        DOT_DTYPE=dot_dtype, MANUAL_BF16_RNE=manual_rne, WORDS=words, FULL_SCALE_RANGE=full_range,
-        W16=w16, UPCAST=choose_upcast(arch, config), **launch,
+        BLOCK_M=bm, A4=a4, DOT_SCALED=dot_scaled, A_FMT=a_fmt, DOT_DTYPE=dot_dtype,
+        MANUAL_BF16_RNE=manual_rne, WORDS=words, FULL_SCALE_RANGE=full_range, W16=w16,
+        UPCAST=choose_upcast(arch, config),
     )  # fmt: skip
+    gate_tile = dict(BLOCK_N=bn, BLOCK_K=bk, SWAP_AB=swap_ab_of(config), **launch_of(config))
+    down_tile = dict(BLOCK_N=bn_d, BLOCK_K=bk_d, SWAP_AB=swap_ab_of(dconfig),
+                     **launch_of(dconfig))  # fmt: skip
     grid1 = (align.num_blocks_bound, n_tiles_i, sk_gate)
     _kernels.gate_up_swiglu_kernel[grid1](
         x,
@@ -204,6 +217,7 @@ def fused_moe_triton(
         EVEN_K=hidden % bk == 0,
         SPLIT_K=sk_gate,
         **common,
+        **gate_tile,
     )
 
     # Per-slot rows (masked slots are never written nor read) and the summed output; split
@@ -243,11 +257,12 @@ def fused_moe_triton(
         per_slot.stride(0),
         out.stride(0),
         shared.stride(0),
-        EVEN_K=inter % bk == 0,
+        EVEN_K=inter % bk_d == 0,
         FUSE_SUM=True,
         HAS_SHARED=shared_output is not None,
         K_PAD=triton.next_power_of_2(top_k),
         SPLIT_K=sk_down,
         **common,
+        **down_tile,
     )
     return out

@@ -77,8 +77,10 @@ def moe_cases(arch: str, table: dict | None = None) -> list[Case]:
 def moe_pair(
     arch, cfg, experts, hidden, inter, act, path, key, fast=False, w16=False
 ) -> list[Case]:
-    from sgl_kernel_rocm.moe.config import choose_upcast
+    from sgl_kernel_rocm.moe.config import choose_upcast, down_config, swap_ab_of
 
+    dcfg = down_config(cfg)  # the down GEMM's own tile, when the config names one
+    cfg = {k: v for k, v in cfg.items() if k != "down"}
     a4 = act == "mxfp4"
     upcast = choose_upcast(arch, cfg) if path == "unpack" and not w16 else "triton"
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
@@ -95,6 +97,7 @@ def moe_pair(
         "FULL_SCALE_RANGE": not fast,
         "W16": w16,
         "UPCAST": upcast,
+        "SWAP_AB": swap_ab_of(cfg),
     }
     expect = ["wide_stream", "whole_warps"]
     if arch == "gfx950" and path == "dot_scaled":
@@ -108,12 +111,14 @@ def moe_pair(
     variant = "+fastscale" if fast else ""
     variant += f"+{upcast}" if upcast != "triton" else ""
     wfmt = "w16a16" if w16 else "w4a4" if a4 else "w4a16"
-    label = f"{wfmt}:{path}{variant}@{key}"
 
-    def split_label(split: int) -> str:
-        """Split-K (moe/_split_k.py) of this kernel in its label, so the case key tells the
-        splits apart and each GEMM's compile is shared by configs that differ in the other's."""
-        return label if split == 1 else label.replace("@", f"+splitk{split}@")
+    def split_label(split: int, kcfg: dict) -> str:
+        """This kernel's label: its swap-AB and split-K (moe/_split_k.py) in it, so the case key
+        tells them apart and each GEMM's compile is shared by configs that differ only in the
+        other GEMM's."""
+        tag = variant + ("+swapab" if swap_ab_of(kcfg) else "")
+        tag += f"+splitk{split}" if split > 1 else ""
+        return f"{wfmt}:{path}{tag}@{key}"
 
     if w16:
         ce["WORDS"] = False
@@ -151,12 +156,14 @@ def moe_pair(
     ptrs, ints = gemm("x", 2 * inter, hidden)
     gate_out = [("out_ptr", "*bf16"), ("outq_ptr", "*u8"), ("outs_ptr", "*u8")]
     split_bufs = [("part_ptr", "*fp32"), ("tile_cnt_ptr", "*i32")]  # split gate_up partials
-    down_ce = {"EVEN_K": inter % bk == 0, "FUSE_SUM": True, "HAS_SHARED": True, "K_PAD": 8,
+    bn_d, bk_d = dcfg["BLOCK_N"], dcfg["BLOCK_K"]
+    down_ce = {"BLOCK_N": bn_d, "BLOCK_K": bk_d, "SWAP_AB": swap_ab_of(dcfg),
+               "EVEN_K": inter % bk_d == 0, "FUSE_SUM": True, "HAS_SHARED": True, "K_PAD": 8,
                "SPLIT_K": sk_down}  # fmt: skip
     gate = build(
         kernel="moe.gate_up",
         fn="gate_up_swiglu_kernel",
-        label=split_label(sk_gate),
+        label=split_label(sk_gate, cfg),
         pointers=tuple(ptrs + gate_out + routing + split_bufs),
         ints=(
             *shape,
@@ -173,7 +180,7 @@ def moe_pair(
     down = build(
         kernel="moe.down",
         fn="down_kernel",
-        label=split_label(sk_down),
+        label=split_label(sk_down, dcfg),
         pointers=tuple(
             ptrs
             # split down partials are fp32 rows
@@ -195,7 +202,7 @@ def moe_pair(
         ),  # fmt: skip
         # As launched: the top-k sum folded in (with a shared-expert output), top-8.
         constexprs=tuple((ce | down_ce).items()),
-        stream_bytes_per_iter=bn * bk * 2 if w16 else bn * bk // 2 + bn * bk // 32,
-        **base,
+        stream_bytes_per_iter=bn_d * bk_d * 2 if w16 else bn_d * bk_d // 2 + bn_d * bk_d // 32,
+        **(base | {"cfg": dcfg}),
     )
     return [gate, down]

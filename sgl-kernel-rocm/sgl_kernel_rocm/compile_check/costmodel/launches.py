@@ -58,7 +58,10 @@ def moe_launches(
     blocks = sum(_cdiv(c, bm) for c in counts)
     bound = worst_case_capacity(tokens * TOP_K, experts, bm) // bm
     act = tokens * hidden * 2
-    n_gate, n_down = _cdiv(inter, bn), _cdiv(hidden, bn)
+    # The down GEMM's own tile (config "down"), BLOCK_M shared.
+    dce = dict(down.constexprs)
+    bn_d, bk_d = int(dce["BLOCK_N"]), int(dce["BLOCK_K"])
+    n_gate, n_down = _cdiv(inter, bn), _cdiv(hidden, bn_d)
     slots = tokens * TOP_K
     # Split partials: fp32, written once and read once (an upper bound: they mostly stay in L2).
     part_g = 2 * slots * 2 * inter * 4 * sk_g if sk_g > 1 else 0
@@ -72,9 +75,9 @@ def moe_launches(
     )
     down_l = Launch(
         programs=blocks * n_down * sk_d,
-        iters=_cdiv(_cdiv(inter, bk), sk_d),
+        iters=_cdiv(_cdiv(inter, bk_d), sk_d),
         hbm_bytes=used * hidden * inter * per + slots * inter * 2 + act + part_d,
-        bytes_per_iter=down.stream_bytes_per_iter + bm * bk * 2,
+        bytes_per_iter=down.stream_bytes_per_iter + bm * bk_d * 2,
         empty_programs=(bound - blocks) * n_down * sk_d,
     )
     return gate_l, down_l

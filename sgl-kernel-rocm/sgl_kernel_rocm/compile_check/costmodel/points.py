@@ -117,9 +117,10 @@ def row_kernels(
             cfg = _moe_config(moe_table, *shape, r["tokens"])
         else:
             cfg = resolve_config(arch, r["tokens"], *shape, r.get("act_quant", "none"))[0]
-        # The launch config, the word upcast when the row names one, and the split-K (dropped
-        # for the no-split A/B rows) (moe.config).
-        keep = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "upcast")
+        # The launch config, the word upcast when the row names one, the split-K (dropped for
+        # the no-split A/B rows), swap-AB and the down GEMM's own tile (moe.config).
+        keep = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "upcast", "SWAP_AB",
+                "down")
         keep += () if kind == "moe_nosplit" else ("SPLIT_K", "SPLIT_K_DOWN")
         cfg = {k: cfg[k] for k in keep if k in cfg}
         if kind == "moe_bf16":

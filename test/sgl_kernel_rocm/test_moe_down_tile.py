@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from sgl_kernel_rocm.moe import fused_moe_mxfp4, triton_moe
+from moe_support import poison_buffers, record_launches
+from sgl_kernel_rocm.moe import fused_moe_mxfp4
 from sgl_kernel_rocm.moe.config import down_config
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 
@@ -15,41 +16,10 @@ GATE = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages
         "SWAP_AB": True}  # fmt: skip
 
 
-def _record(monkeypatch) -> dict[str, dict]:
-    """{kernel name: the tile constexprs it was launched with}."""
-    import types
-
-    from sgl_kernel_rocm.moe import _kernels
-
-    seen: dict[str, dict] = {}
-
-    class Recorder:
-        def __init__(self, name):
-            self.name, self.fn = name, getattr(_kernels, name)
-
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                seen[self.name] = {k: kwargs.get(k) for k in
-                                   ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SWAP_AB", "EVEN_K")}
-                seen[self.name]["grid_n"] = grid[1]
-                return self.fn[grid](*args, **kwargs)
-
-            return launch
-
-    names = ("gate_up_swiglu_kernel", "down_kernel")
-    monkeypatch.setattr(triton_moe, "_kernels",
-                        types.SimpleNamespace(**{n: Recorder(n) for n in names}))  # fmt: skip
-    return seen
-
-
 @pytest.mark.parametrize("split_down", [1, 2])
 def test_down_tile_of_its_own_matches_reference(monkeypatch, split_down):
-    def poisoned(shape, dtype, device):
-        fill = 0xFF if dtype == torch.uint8 else -7 if not dtype.is_floating_point else float("nan")
-        return torch.full(shape, fill, dtype=dtype, device=device)
-
-    monkeypatch.setattr(triton_moe, "_empty", poisoned)
-    seen = _record(monkeypatch)
+    poison_buffers(monkeypatch)
+    seen = record_launches(monkeypatch)
     seed = int(torch.randint(2**31, ()))
     x, w, tw, ti = random_moe_inputs(TOKENS, EXPERTS, HIDDEN, INTER, TOP_K, seed=seed)
     ti.view(-1)[3] = -1
@@ -66,7 +36,7 @@ def test_down_tile_of_its_own_matches_reference(monkeypatch, split_down):
     assert (gate["BLOCK_N"], gate["BLOCK_K"], gate["SWAP_AB"]) == (64, 64, True)
     assert (down["BLOCK_N"], down["BLOCK_K"], down["SWAP_AB"]) == (32, 128, False)
     assert down["BLOCK_M"] == gate["BLOCK_M"] == 16 and down["EVEN_K"] is False
-    assert down["grid_n"] == HIDDEN // 32 and gate["grid_n"] == -(-INTER // 64)
+    assert down["grid"][1] == HIDDEN // 32 and gate["grid"][1] == -(-INTER // 64)
 
 
 def test_down_config_validation():

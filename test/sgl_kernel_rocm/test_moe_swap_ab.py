@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from moe_support import poison_buffers, record_launches
 from sgl_kernel_rocm.moe import MoEWeights, fused_moe_bf16, fused_moe_mxfp4, triton_moe
 from sgl_kernel_rocm.moe.config import swap_ab_of
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
@@ -18,39 +19,6 @@ from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 TOKENS, EXPERTS, HIDDEN, INTER, TOP_K = 5, 4, 192, 96, 2
 SWAP = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
         "SWAP_AB": True}  # fmt: skip
-
-
-def _poison(monkeypatch):
-    def poisoned(shape, dtype, device):
-        fill = 0xFF if dtype == torch.uint8 else -7 if not dtype.is_floating_point else float("nan")
-        return torch.full(shape, fill, dtype=dtype, device=device)
-
-    monkeypatch.setattr(triton_moe, "_empty", poisoned)
-
-
-def _record_launches(monkeypatch) -> dict[str, bool]:
-    """{kernel name: the SWAP_AB it was launched with}, filled as the wrapper launches."""
-    import types
-
-    from sgl_kernel_rocm.moe import _kernels
-
-    seen: dict[str, bool] = {}
-
-    class Recorder:
-        def __init__(self, name):
-            self.name, self.fn = name, getattr(_kernels, name)
-
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                seen[self.name] = kwargs.get("SWAP_AB", False)
-                return self.fn[grid](*args, **kwargs)
-
-            return launch
-
-    names = ("gate_up_swiglu_kernel", "down_kernel")
-    ns = types.SimpleNamespace(**{n: Recorder(n) for n in names})
-    monkeypatch.setattr(triton_moe, "_kernels", ns)
-    return seen
 
 
 def _inputs(dtype):
@@ -78,15 +46,16 @@ def _bound(ref):
          "dot_scaled-a4-worst_grid", "unpack-a4-splitdown2"],  # fmt: skip
 )
 def test_swap_ab_matches_reference(monkeypatch, path, act_quant, extra, exact_align):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", exact_align)
-    launched = _record_launches(monkeypatch)
+    launched = record_launches(monkeypatch)
     x, w, tw, ti = _inputs(torch.bfloat16)
     shared = torch.randn(TOKENS, HIDDEN).to(torch.bfloat16)
     out = fused_moe_mxfp4(x, w, tw, ti, backend="triton", path=path, act_quant=act_quant,
                           config=SWAP | extra, shared_output=shared)  # fmt: skip
     # Both GEMMs ran swapped (an unswapped launch would match the reference as well).
-    assert launched == {"gate_up_swiglu_kernel": True, "down_kernel": True}
+    assert {k: v["SWAP_AB"] for k, v in launched.items()} == {
+        "gate_up_swiglu_kernel": True, "down_kernel": True}
     ref = fused_moe_mxfp4(x, w, tw, ti, backend="torch", act_quant=act_quant,
                           shared_output=shared)  # fmt: skip
     assert torch.isfinite(out).all(), "unwritten rows"
@@ -97,7 +66,7 @@ def test_swap_ab_matches_reference(monkeypatch, path, act_quant, extra, exact_al
 def test_swap_ab_fp32_and_byte_decode_match_tightly(monkeypatch):
     """fp32 activations on byte loads (the per-element decode, no word upcast): only the
     summation order may differ from the reference."""
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     x, w, tw, ti = _inputs(torch.float32)
     # An odd-offset view of the weights: rows not 4-byte aligned, so the kernels take bytes.
     w = MoEWeights(
@@ -112,7 +81,7 @@ def test_swap_ab_fp32_and_byte_decode_match_tightly(monkeypatch):
 
 def test_swap_ab_bf16_weights(monkeypatch):
     """The bf16-weight baseline (W16) on the swapped tile."""
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     x, _, tw, ti = _inputs(torch.bfloat16)
     gen = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
     inter = 128  # the bf16 weights' check wants multiples of 64

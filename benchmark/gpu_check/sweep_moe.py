@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from sgl_kernel_rocm.moe.config import (
         choose_path,
         choose_upcast,
+        down_config,
         resolve_config,
         swap_ab_of,
     )
@@ -105,11 +106,13 @@ def main(argv: list[str] | None = None) -> int:
             for up in dict.fromkeys((choose_upcast(arch), "triton")):
                 cands.append({"path": "unpack", "layout": prepared,
                               "config": {**base, "upcast": up}})  # fmt: skip
-            # The swap-AB A/B (moe/_kernels.py `_mac`): the shipped tile in the other
-            # orientation (weights on the MMA's M side or not), same splits and stages.
+            # The swap-AB A/B (moe/_kernels.py `_mac`): the shipped tiles of both GEMMs in the
+            # other orientation (weights on the MMA's M side or not), same splits and stages.
             flip = {k: v for k, v in base.items() if k != "SWAP_AB"}
             if not swap_ab_of(base):
                 flip["SWAP_AB"] = True
+            if "down" in base:  # a down tile of its own is flipped as well
+                flip["down"] = base["down"] | {"SWAP_AB": not swap_ab_of(down_config(base))}
             cands.append({"path": choose_path(arch, False), "layout": prepared, "config": flip})
         else:
             configs = candidates(tokens) if gpu else candidates(1)[:2]

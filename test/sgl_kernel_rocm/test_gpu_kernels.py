@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 from attention_support import assert_bf16_close, assert_topk_selection, scattered_pages
+from moe_support import poison_buffers
 from sgl_kernel_rocm.arch import current_arch, has_native_dot_scaled
 from sgl_kernel_rocm.attention import (
     dsa_indexer,
@@ -138,12 +139,7 @@ def _moe_case(tokens, experts, hidden, inter, top_k, empty, masked, seed):
 
 def _poison_moe_buffers(monkeypatch) -> None:
     """Kernel intermediates start as NaN / 0xFF so anything read but never written shows."""
-
-    def poisoned(shape, dtype, device):
-        fill = 0xFF if dtype == torch.uint8 else -7 if not dtype.is_floating_point else float("nan")
-        return torch.full(shape, fill, dtype=dtype, device=device)
-
-    monkeypatch.setattr(triton_moe, "_empty", poisoned)
+    poison_buffers(monkeypatch)
     # The GPU path sizes the grid for the worst case without a host sync; the smoke run too.
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", False)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from moe_support import poison_buffers
 from sgl_kernel_rocm.moe import MoEWeights, fused_moe_mxfp4, prepare_reference_weights, triton_moe
 from sgl_kernel_rocm.moe.align import align_tokens
 from sgl_kernel_rocm.moe.routing import softmax_topk
@@ -85,16 +86,6 @@ def test_alignment_covers_every_slot_once():
         assert (al.block_expert[used // 4 :] == -1).all()
 
 
-def _poison(monkeypatch):
-    """Kernel output buffers start as NaN / 0xFF so anything read but never written shows."""
-
-    def poisoned(shape, dtype, device):
-        fill = 0xFF if dtype == torch.uint8 else -7 if not dtype.is_floating_point else float("nan")
-        return torch.full(shape, fill, dtype=dtype, device=device)
-
-    monkeypatch.setattr(triton_moe, "_empty", poisoned)
-
-
 CASES = {
     # tokens, experts, hidden, inter, top_k, empty experts, masked slots
     "decode_1tok": (1, 4, 64, 64, 2, (), 0),
@@ -106,7 +97,7 @@ CASES = {
 @pytest.mark.parametrize("act_quant", ["none", "mxfp4"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_triton_matches_reference_bf16(monkeypatch, path, act_quant, case):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     t, e, h, i, k, empty, masked = CASES[case]
     args = _make_case(t, e, h, i, k, torch.bfloat16, empty, masked)
     shared = torch.randn(t, h).to(torch.bfloat16)
@@ -128,7 +119,7 @@ def test_triton_matches_reference_bf16(monkeypatch, path, act_quant, case):
 
 @pytest.mark.parametrize("act_quant", ["none", "mxfp4"])
 def test_triton_matches_reference_fp32(monkeypatch, act_quant):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     t, e, h, i, k, empty, masked = CASES["ragged_37tok"]
     case = _make_case(t, e, h, i, k, torch.float32, empty, masked)
     out = fused_moe_mxfp4(*case, act_quant=act_quant, backend="triton", path="unpack")
@@ -163,7 +154,7 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_worst_case_grid_surplus_programs_write_nothing(monkeypatch):
     # The GPU path sizes the grid for the worst case without a host sync; run that grid here.
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", False)
     case = _make_case(9, 8, 64, 64, 2, torch.bfloat16, empty_experts=(0, 3), masked=3)
     out = fused_moe_mxfp4(*case, backend="triton", path="unpack")
@@ -186,7 +177,7 @@ UNROUTED = {
 @pytest.mark.parametrize("shared", [False, True], ids=["no_shared", "shared"])
 @pytest.mark.parametrize("which", list(UNROUTED))
 def test_fully_masked_tokens_get_zeros_or_shared(monkeypatch, exact_align, shared, which):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", exact_align)
     t, h = 7, 64
     args = _make_case(t, 8, h, 64, 2, torch.bfloat16)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from moe_support import poison_buffers
 from sgl_kernel_rocm.moe import fused_moe_mxfp4, triton_moe
 from sgl_kernel_rocm.moe.config import split_k_of
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
@@ -16,17 +17,6 @@ from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 # half full (EVEN_K off; splits of 4: 1, 1, 0, 0).
 TOKENS, EXPERTS, HIDDEN, INTER, TOP_K = 5, 4, 320, 96, 2
 BASE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1}
-
-
-def _poison(monkeypatch):
-    """Buffers (partials, counters included) start as NaN / -7 so anything read but never
-    written, or a counter the alignment launch failed to zero, shows."""
-
-    def poisoned(shape, dtype, device):
-        fill = 0xFF if dtype == torch.uint8 else -7 if not dtype.is_floating_point else float("nan")
-        return torch.full(shape, fill, dtype=dtype, device=device)
-
-    monkeypatch.setattr(triton_moe, "_empty", poisoned)
 
 
 def _inputs(dtype):
@@ -50,7 +40,7 @@ def _bf16_bound(ref):
     ids=["exact_grid-g1d2", "worst_case_grid-g2d1", "exact_grid-g4d4", "worst_case_grid-g4d4"],
 )
 def test_split_k_matches_reference_bf16(monkeypatch, split, exact_align):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", exact_align)
     x, w, tw, ti = _inputs(torch.bfloat16)
     shared = torch.randn(TOKENS, HIDDEN).to(torch.bfloat16)
@@ -65,7 +55,7 @@ def test_split_k_matches_reference_bf16(monkeypatch, split, exact_align):
 
 @pytest.mark.parametrize("path,act_quant", [("dot_scaled", "none"), ("unpack", "mxfp4")])
 def test_split_k_other_paths_match_reference(monkeypatch, path, act_quant):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     x, w, tw, ti = _inputs(torch.bfloat16)
     cfg = BASE | {"SPLIT_K": 4, "SPLIT_K_DOWN": 2}
     out = fused_moe_mxfp4(x, w, tw, ti, backend="triton", path=path, act_quant=act_quant,
@@ -77,7 +67,7 @@ def test_split_k_other_paths_match_reference(monkeypatch, path, act_quant):
 
 @pytest.mark.parametrize("split", [2, 4])
 def test_split_k_fp32_matches_reference_tightly(monkeypatch, split):
-    _poison(monkeypatch)
+    poison_buffers(monkeypatch)
     x, w, tw, ti = _inputs(torch.float32)
     cfg = BASE | {"SPLIT_K": split, "SPLIT_K_DOWN": split}
     out = fused_moe_mxfp4(x, w, tw, ti, backend="triton", path="unpack", config=cfg)

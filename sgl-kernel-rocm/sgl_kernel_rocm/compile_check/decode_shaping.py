@@ -9,12 +9,11 @@ bucket's tile and BLOCK_N 64 / 128, each as is and with `SWAP_AB` (the weights o
 side, which gives Hopper's wgmma its 64 rows), so a swap is credited only against the same
 BLOCK_N unswapped.
 
-Each tile's splits first at the shipped depth, then deeper pipelines on each tile's best
-splits at every depth in STAGES (the model's latency term is what both move: a short grid
-keeps too few bytes in flight). Of all those,
-gate_up and down are chosen apart: their predicted times add and each depends only on its own
-tile and split, so the down GEMM may keep a tile of its own (the table's "down" entry). Used
-by scripts/tune_moe.py --decode-shaping.
+Each tile's splits first at the shipped depth, then each tile's best splits at every depth in
+STAGES (the model's latency term is what both move: a short grid keeps too few bytes in
+flight). Of all those, gate_up and down are chosen apart: their predicted times add and each
+depends only on its own tile and split, so the down GEMM may keep a tile of its own (the
+table's "down" entry). Used by scripts/tune_moe.py --decode-shaping.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from sgl_kernel_rocm.compile_check.costmodel import model
 from sgl_kernel_rocm.compile_check.costmodel.launches import moe_launches
 from sgl_kernel_rocm.compile_check.gate import violations
 from sgl_kernel_rocm.compile_check.static_tune import _counts, moe_cases_for
+from sgl_kernel_rocm.moe.config import SPLIT_KEYS
 
 DECODE_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 SPLITS = (1, 2, 4, 8)
@@ -36,7 +36,6 @@ STAGES = (1, 2, 3, 4)  # pipeline depths tried on each tile's best splits
 MIN_BLOCKS_PER_SPLIT = 2  # a split of one K block is all prologue and epilogue
 SWAP_MAX_TOKENS = 64  # swap-AB is tried at these buckets (the decode ones)
 SWAP_BLOCK_N = (64, 128)  # weight rows per program when swapped: wgmma's M is 64
-SHAPED_KEYS = ("SPLIT_K", "SPLIT_K_DOWN")
 
 
 def _shape(key: str) -> tuple[int, int, int]:
@@ -154,15 +153,15 @@ def combine(gate_cfg: dict, down_cfg: dict) -> dict:
     """One table entry running gate_up as `gate_cfg` and down as `down_cfg` (both variants of
     one bucket: same BLOCK_M): gate_cfg's tile and SPLIT_K, down_cfg's SPLIT_K_DOWN, and a
     "down" entry with whatever of down_cfg's tile differs (none when the tiles agree)."""
-    from sgl_kernel_rocm.moe.config import DOWN_TILE_KEYS, down_config
+    from sgl_kernel_rocm.moe.config import DOWN_TILE_KEYS, SWAP_KEY, down_config, swap_ab_of
 
     out = {k: v for k, v in gate_cfg.items() if k not in ("SPLIT_K_DOWN", "down")}
     if down_cfg.get("SPLIT_K_DOWN", 1) != 1:
         out["SPLIT_K_DOWN"] = down_cfg["SPLIT_K_DOWN"]
-    want = down_config(down_cfg)
-    defaults = {"SWAP_AB": False}
-    over = {k: want.get(k, defaults.get(k)) for k in DOWN_TILE_KEYS
-            if want.get(k, defaults.get(k)) != out.get(k, defaults.get(k))}  # fmt: skip
+    want, have = down_config(down_cfg), down_config(out)
+    over = {k: want[k] for k in DOWN_TILE_KEYS if k != SWAP_KEY and want[k] != have[k]}
+    if swap_ab_of(want) != swap_ab_of(have):
+        over[SWAP_KEY] = swap_ab_of(want)
     if over:
         out["down"] = over
     return out
@@ -187,29 +186,29 @@ def shape_decode(
             bucket = f"M_LEQ_{m}"
             # "before" is the bucket as shipped (splits, orientation and depth included).
             shipped = dict(table[key][bucket])
-            base = {k: v for k, v in shipped.items() if k not in (*SHAPED_KEYS, "down")}
+            base = {k: v for k, v in shipped.items() if k not in (*SPLIT_KEYS, "down")}
             by_tile = [variants(t, shape) for t in tiles(base, m)]
             scorer.compile([v for vs in by_tile for v in vs] + [shipped], shape)
             before_us = scorer.cost(shipped, shape, m)
             # Each tile's best splits, then every pipeline depth on each of those: a tile that
             # loses at the shipped depth may win at another.
-            deeper = []
+            depths = []
             for vs in by_tile:
                 if any(scorer.cost(v, shape, m) is not None for v in vs):
                     top, _ = _best(scorer, vs, shape, m)
-                    deeper += [top] + [top | {"num_stages": s} for s in STAGES
+                    depths += [top] + [top | {"num_stages": s} for s in STAGES
                                        if s != top["num_stages"]]  # fmt: skip
-            if not deeper:
+            if not depths:
                 _best(scorer, by_tile[0], shape, m)  # raises: nothing passes the gate
-            scorer.compile(deeper, shape)
+            scorer.compile(depths, shape)
             # gate_up and down chosen apart (their times add): the down GEMM may keep a tile of
             # its own (the table's "down" entry).
-            pick = combine(_best_part(scorer, deeper, shape, m, "gate_up"),
-                           _best_part(scorer, deeper, shape, m, "down"))  # fmt: skip
+            pick = combine(_best_part(scorer, depths, shape, m, "gate_up"),
+                           _best_part(scorer, depths, shape, m, "down"))  # fmt: skip
             scorer.compile([pick], shape)
             us = scorer.cost(pick, shape, m)
             pick = {k: v for k, v in pick.items()
-                    if k not in SHAPED_KEYS or v != 1}  # fmt: skip
+                    if k not in SPLIT_KEYS or v != 1}  # fmt: skip
             out[key][bucket] = pick
             before, after = scorer.predict(shipped, shape, m), scorer.predict(pick, shape, m)
             row = {"arch": arch, "key": key, "bucket": bucket, "tokens": m, "before": shipped,

@@ -65,7 +65,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--page-size", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests sent first")
     p.add_argument("--api-key")
-    p.add_argument("--slo", type=float, default=5.0, help="TTFT p95 SLO in seconds")
+    p.add_argument("--slo", type=float, default=5.0, help="TTFT SLO in seconds (at the percentile)")
+    p.add_argument("--slo-tpot", type=float, help="TPOT SLO in seconds (per-request TPOT)")
+    p.add_argument("--slo-itl", type=float, help="ITL SLO in seconds (every inter-token gap)")
+    p.add_argument("--slo-e2e", type=float, help="end-to-end latency SLO in seconds")
+    p.add_argument("--slo-percentile", type=int, default=95, choices=(50, 90, 95, 99))
     p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
     p.add_argument("--gpus", type=int, help="GPUs serving the endpoint (default: a node)")
     p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
@@ -79,32 +83,51 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _cost_inputs(args) -> tuple[int, float, str | None]:
-    from sglang_mx.bench.hardware import get_hardware
+def slo_from_args(args):
+    """The whole SLO the run flags state (metrics.Slo): each limit is both the run's percentile
+    gate and the per-request goodput limit."""
+    from sglang_mx.bench.metrics import Slo
 
+    return Slo(
+        ttft_p95_s=args.slo,
+        ttft_s=args.slo,
+        tpot_s=args.slo_tpot,
+        itl_s=args.slo_itl,
+        e2e_s=args.slo_e2e,
+        percentile=args.slo_percentile,
+    )
+
+
+def cost_inputs(args) -> tuple[int, float, str | None, str]:
+    """(GPUs, $/GPU-h, hardware name, where the price came from)."""
+    from sglang_mx.bench.hardware import get_hardware
+    from sglang_mx.bench.limits import BenchError
+
+    given = "--price on the command line"
     if args.hardware:
-        hw = get_hardware(args.hardware)
+        try:
+            hw = get_hardware(args.hardware)
+        except KeyError as exc:
+            raise BenchError(str(exc).strip("'\"")) from None
         gpus = args.gpus or hw.gpus_per_node
-        return (
-            gpus,
-            args.price if args.price is not None else hw.price_per_gpu_hour,
-            f"{gpus}x {hw.name}",
-        )
-    return args.gpus or 1, args.price or 0.0, None
+        if args.price is not None:
+            return gpus, args.price, f"{gpus}x {hw.name}", given
+        source = f"data/hardware.json {hw.name}: {hw.price_source}"
+        return gpus, hw.price_per_gpu_hour, f"{gpus}x {hw.name}", source
+    return args.gpus or 1, args.price or 0.0, None, given if args.price else ""
 
 
 def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.bench.cost import cost_report
     from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
-    from sglang_mx.bench.metrics import Slo
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.report import write_report
     from sglang_mx.bench.runner import RunConfig, run_trace
     from sglang_mx.bench.stamp import stamp
     from sglang_mx.bench.sweep import knee, sweep_specs
-    from sglang_mx.bench.tracegen import Trace, generate
+    from sglang_mx.bench.tracegen import generate
 
-    slo = Slo(ttft_p95_s=args.slo, ttft_s=args.slo)
+    slo = slo_from_args(args)
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))
     cfg = RunConfig(
         base_url=args.url.rstrip("/"),
@@ -121,7 +144,7 @@ def _execute(args, kind: str, values: list[float]) -> int:
     # the server's context and vocabulary, read once: every point is checked before any runs
     cfg.limits = fetch_limits(cfg.base_url, args.api_key)
     if getattr(args, "trace", None):
-        traces = [Trace.load(args.trace)]
+        traces = [trace_from_args(args, cfg.limits.context_length)]
         spec = traces[0].spec
     else:
         spec = _spec(args)
@@ -145,7 +168,7 @@ def _execute(args, kind: str, values: list[float]) -> int:
         res = run_trace(trace, ids, cfg, tokens, slo)
         warnings += res.warnings
         points.append({"x": value, "summary": res.summary, "meta": res.meta})
-    gpus, price, hw_name = _cost_inputs(args)
+    gpus, price, hw_name, price_source = cost_inputs(args)
     result = {
         "stamp": stamp(
             hw_name,
@@ -157,14 +180,20 @@ def _execute(args, kind: str, values: list[float]) -> int:
             },
         ),
         "workload": spec.to_dict(),
-        "sweep": {"kind": kind, "points": points, "knee": knee(points, slo), "slo": args.slo},
+        "sweep": {
+            "kind": kind,
+            "points": points,
+            "knee": knee(points, slo),
+            "slo": args.slo,
+            "slo_text": slo.describe(),
+        },
         "gpus": gpus,
         "warnings": warnings,
     }
     best = result["sweep"]["knee"] or {"x": points[-1]["x"]}
     best_summary = next(p["summary"] for p in points if p["x"] == best["x"])
     if price:
-        result["cost"] = cost_report(best_summary, price, gpus)
+        result["cost"] = cost_report(best_summary, price, gpus, price_source=price_source)
     paths = write_report(result, args.out)
     print(Path(paths["markdown"]).read_text())
     failed = sum(p["summary"]["errors"] for p in points)
@@ -172,6 +201,10 @@ def _execute(args, kind: str, values: list[float]) -> int:
         first = next(p["summary"]["first_error"] for p in points if p["summary"]["errors"])
         total = sum(p["summary"]["requests"] for p in points)
         print(f"{failed} of {total} requests failed, first: {first[:300]}", file=sys.stderr)
+        return 1
+    bad = [p["summary"]["audit"]["message"] for p in points if not p["summary"]["audit"]["ok"]]
+    if bad:
+        print(f"token audit failed: {bad[0]}", file=sys.stderr)
         return 1
     return 0
 
@@ -206,12 +239,38 @@ def _cmd_gen(args) -> int:
     return 0
 
 
+def trace_args(p: argparse.ArgumentParser) -> None:
+    from sglang_mx.bench.traceio import FORMATS
+
+    p.add_argument("--trace", help="replay this trace file instead of generating one")
+    p.add_argument("--trace-format", default="auto", choices=("auto", *FORMATS),
+                   help="the trace's format (default: detected from its first line)")  # fmt: skip
+    p.add_argument("--trace-time-scale", type=float, default=1.0,
+                   help="multiply every arrival time (0.5: twice as fast)")  # fmt: skip
+    p.add_argument("--trace-sample", type=float, default=1.0,
+                   help="keep each request with this probability (seeded by --seed)")  # fmt: skip
+    p.add_argument("--max-requests", type=int, help="replay at most this many requests")
+
+
+def trace_from_args(args, context_length: int | None = None):
+    """The --trace file as a Trace; with --fit-context, its lengths scaled into the context."""
+    from sglang_mx.bench.traceio import TraceOptions, fit_trace, load_trace
+
+    opts = TraceOptions(
+        time_scale=args.trace_time_scale,
+        sample=args.trace_sample,
+        max_requests=args.max_requests,
+        seed=args.seed or 0,
+    )
+    if getattr(args, "fit_context", False) and context_length:
+        return fit_trace(args.trace, args.trace_format, opts, context_length)
+    return load_trace(args.trace, args.trace_format, opts)
+
+
 @_one_line_errors
 def _cmd_run(args) -> int:
     if args.trace:
-        from sglang_mx.bench.tracegen import Trace
-
-        spec = Trace.load(args.trace).spec
+        spec = trace_from_args(args).spec
     else:
         spec = _spec(args)
     if spec.arrival == "concurrency":
@@ -328,7 +387,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("run", help="run one workload (or --trace) against an endpoint")
     _spec_args(p)
     _run_args(p)
-    p.add_argument("--trace", help="replay this JSONL trace instead of generating one")
+    trace_args(p)
     p.set_defaults(func=_cmd_run)
 
     p = verbs.add_parser("sweep", help="request-rate or concurrency sweep; finds the knee")

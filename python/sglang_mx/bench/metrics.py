@@ -43,6 +43,12 @@ class RequestResult:
     cached_tokens: int = 0
     expected_cached: int = 0
     error: str = ""
+    requested_output: int = 0  # max_tokens asked for (all of it is due with ignore_eos)
+    lag: float = math.nan  # schedule lag: actual send time - intended send time
+    client_completion_tokens: int | None = None  # the streamed text re-encoded by the client
+    client_prompt_tokens: int | None = None  # what the client sent, by its own tokenizer
+    usage_reported: bool = False  # the server sent `usage` (else counts are the client's)
+    output_text: str = field(default="", repr=False)  # streamed text, for the audit only
 
     @property
     def ok(self) -> bool:
@@ -56,22 +62,67 @@ class RequestResult:
         return (self.e2e - self.ttft) / (self.completion_tokens - 1)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("output_text")  # content stays out of result files
+        return d
 
 
 @dataclass(frozen=True)
 class Slo:
+    """A latency SLO over TTFT, TPOT, ITL and E2E (seconds; None = unconstrained).
+
+    A run meets it when every request succeeded and, for each constrained metric, the run's
+    `percentile` of that metric is within its limit: TTFT against `ttft_p95_s`, TPOT against
+    `tpot_s`, ITL (every inter-token gap of every request, pooled: the per-gap view) against
+    `itl_s`, E2E against `e2e_s`. One request counts toward goodput when its own TTFT <= `ttft_s`,
+    its TPOT (per-request: (E2E - TTFT) / (output tokens - 1)) <= `tpot_s`, the `percentile` of its
+    own gaps <= `itl_s` and its E2E <= `e2e_s`. `ttft_p95_s` keeps its historical name: it is the
+    TTFT limit at `percentile` (95 unless set)."""
+
     ttft_p95_s: float = 5.0
     # per-request goodput limits (None = unconstrained)
     ttft_s: float | None = 5.0
     tpot_s: float | None = None
+    itl_s: float | None = None
+    e2e_s: float | None = None
+    percentile: int = 95
+
+    def __post_init__(self) -> None:
+        if self.percentile not in PERCENTILES:
+            raise ValueError(f"SLO percentile {self.percentile}: use one of {PERCENTILES}")
 
     def met_by(self, r: RequestResult) -> bool:
         if not r.ok:
             return False
         if self.ttft_s is not None and not r.ttft <= self.ttft_s:
             return False
-        return self.tpot_s is None or not r.tpot > self.tpot_s
+        if self.tpot_s is not None and r.tpot > self.tpot_s:  # NaN (one token) passes
+            return False
+        if self.itl_s is not None and r.itl and percentile(r.itl, self.percentile) > self.itl_s:
+            return False
+        return self.e2e_s is None or r.e2e <= self.e2e_s
+
+    def gates(self) -> list[tuple[str, float]]:
+        """(summary distribution key, limit) of every percentile gate this SLO sets."""
+        out = [("ttft_s", self.ttft_p95_s)]
+        out += [(k, v) for k, v in (("tpot_s", self.tpot_s), ("itl_s", self.itl_s),
+                                    ("e2e_s", self.e2e_s)) if v is not None]  # fmt: skip
+        return out
+
+    def judge(self, summary: dict) -> list[dict]:
+        """Each gate against a summary: metric, percentile, limit, value, met."""
+        key = f"p{self.percentile}"
+        rows = []
+        for metric, limit in self.gates():
+            value = summary[metric][key]
+            rows.append({"metric": metric, "percentile": self.percentile, "limit": limit,
+                         "value": value, "met": bool(value <= limit)})  # fmt: skip
+        return rows
+
+    def describe(self) -> str:
+        """e.g. "TTFT p95 <= 5 s, TPOT p95 <= 0.05 s"."""
+        names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E"}
+        return ", ".join(f"{names[m]} p{self.percentile} <= {v:g} s" for m, v in self.gates())
 
 
 def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
@@ -89,7 +140,7 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
     good = [r for r in ok if slo.met_by(r)]
     per_s = (lambda x: x / duration) if duration and duration > 0 else (lambda x: math.nan)
     ttft = distribution([r.ttft for r in ok])
-    return {
+    out = {
         "requests": len(results),
         "completed": len(ok),
         "errors": len(results) - len(ok),
@@ -114,7 +165,11 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
             [1.0 / r.tpot for r in ok if r.tpot and not math.isnan(r.tpot)]
         ),
         "slo": asdict(slo),
-        "slo_met": bool(ok) and len(ok) == len(results) and ttft["p95"] <= slo.ttft_p95_s,
         "goodput_req_s": per_s(len(good)),
         "goodput_output_tok_s": per_s(sum(r.completion_tokens for r in good)),
+        "goodput_requests": len(good),
     }
+    out["slo_gates"] = slo.judge(out)
+    every_gate = all(g["met"] for g in out["slo_gates"])
+    out["slo_met"] = bool(ok) and len(ok) == len(results) and every_gate
+    return out

@@ -18,11 +18,13 @@ COLUMNS = (
     ("total tok/s", "total_tok_s"),
     ("TTFT p50 s", "ttft_s.p50"),
     ("TTFT p95 s", "ttft_s.p95"),
+    ("TPOT p50 s", "tpot_s.p50"),
     ("ITL p50 s", "itl_s.p50"),
     ("E2E p50 s", "e2e_s.p50"),
     ("hit rate", "hit_rate"),
     ("success", "success_rate"),
     ("goodput req/s", "goodput_req_s"),
+    ("goodput out tok/s", "goodput_output_tok_s"),
 )
 
 
@@ -62,13 +64,14 @@ def markdown(result: dict) -> str:
                 f"first: `{s.get('first_error', '')[:300]}`"
             )
             lines.append("")
+    slo_text = sweep.get("slo_text") or f"TTFT p95 <= {sweep.get('slo', 5.0)} s"
     if knee:
         lines.append(
-            f"Knee (TTFT p95 <= {sweep.get('slo', 5.0)} s, 100% success): {x_name} {knee['x']}, "
+            f"Knee ({slo_text}, 100% success): {x_name} {knee['x']}, "
             f"{_fmt(knee['output_tok_s'])} output tok/s, TTFT p95 {_fmt(knee['ttft_p95_s'])} s."
         )
     else:
-        lines.append(f"No point met TTFT p95 <= {sweep.get('slo', 5.0)} s with 100% success.")
+        lines.append(f"No point met {slo_text} with 100% success.")
     if result.get("cost"):
         lines += ["", "| cost figure | value |", "|---|---:|"]
         lines += [

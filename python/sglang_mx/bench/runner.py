@@ -14,8 +14,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from sglang_mx.bench import promscrape
+from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
 from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
 from sglang_mx.bench.metrics import RequestResult, Slo, summarize
+from sglang_mx.bench.selfcheck import CpuClock, LoopProbe, selfcheck
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 
 # Measured vs designed cached tokens may differ by chance matches of a few tokens per request.
@@ -40,6 +43,10 @@ class RunConfig:
     extra_body: dict = field(default_factory=dict)
     check_limits: bool = True  # refuse a trace the server's context or vocabulary cannot take
     limits: ServerLimits | None = None  # None: read from the server before the run
+    scrape_metrics: bool = True  # /metrics before, during and after the run (promscrape.py)
+    gauge_interval_s: float = 0.5
+    audit_tolerance: float = TOLERANCE
+    calibration: dict | None = None  # the client's ceiling (calibrate.py), for the self-check
 
 
 @dataclass
@@ -155,14 +162,21 @@ async def send_one(
     req_id: str,
     max_tokens: int,
     t0: float,
+    intended: float | None = None,
 ) -> RequestResult:
-    """One streaming request; timings relative to t0 (the run's start)."""
-    res = RequestResult(request_id=req_id)
+    """One streaming request; timings relative to t0 (the run's start); `intended` is when it
+    was due (perf_counter), for the schedule lag."""
+    res = RequestResult(request_id=req_id, requested_output=max_tokens)
+    if cfg.send_ids and cfg.api != "chat":
+        res.client_prompt_tokens = len(ids)
     body = _body(cfg, model, ids, max_tokens, True, text)
     sent = time.perf_counter()
     res.start = sent - t0
+    if intended is not None:
+        res.lag = sent - intended
     last = None
     usage: dict = {}
+    pieces: list[str] = []
     try:
         async with client.stream("POST", cfg.base_url + _path(cfg), json=body) as resp:
             if resp.status_code >= 400:
@@ -180,7 +194,8 @@ async def send_one(
                     res.error = f"in-stream error: {chunk['error']}"
                     return res
                 now = time.perf_counter()
-                if _delta_text(chunk):
+                if piece := _delta_text(chunk):
+                    pieces.append(piece)
                     if last is None:
                         res.ttft = now - sent
                     else:
@@ -192,6 +207,8 @@ async def send_one(
         res.error = f"{type(exc).__name__}: {exc}"
         return res
     res.e2e = time.perf_counter() - sent
+    res.output_text = "".join(pieces)
+    res.usage_reported = bool(usage)
     res.prompt_tokens = int(usage.get("prompt_tokens") or len(ids))
     res.completion_tokens = int(usage.get("completion_tokens") or (len(res.itl) + 1))
     res.cached_tokens = _cached(usage)
@@ -282,21 +299,32 @@ async def run_trace_async(
             if trace.spec.arrival == "concurrency"
             else None
         )
+        before = await _quiet_metrics(client, cfg.base_url) if cfg.scrape_metrics else None
+        sampler = promscrape.GaugeSampler(client, cfg.base_url, cfg.gauge_interval_s)
+        probe, clock = LoopProbe(), CpuClock()
+        if before is not None:
+            sampler.start()
+        probe.start()
+        clock.start()
         t0 = time.perf_counter()
 
         async def one(r: TraceRequest) -> RequestResult:
+            due = t0 + (r.arrival_s or 0.0)
             if r.arrival_s is not None:
-                await asyncio.sleep(max(0.0, t0 + r.arrival_s - time.perf_counter()))
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
             if r.after:
                 await done[r.after].wait()
+                due = max(due, time.perf_counter())  # free to go once its previous turn ended
             ids = prompts[r.id]
             text = tokens.text(ids) if (tokens and not (cfg.send_ids and cfg.api != "chat")) else ""
+            n_out = r.output_len
             try:
                 if gate is None:
-                    res = await send_one(client, cfg, model, ids, text, r.id, r.output_len, t0)
+                    res = await send_one(client, cfg, model, ids, text, r.id, n_out, t0, due)
                 else:
                     async with gate:
-                        res = await send_one(client, cfg, model, ids, text, r.id, r.output_len, t0)
+                        due = max(due, time.perf_counter())  # a closed loop: when a slot freed
+                        res = await send_one(client, cfg, model, ids, text, r.id, n_out, t0, due)
             finally:
                 done[r.id].set()
             res.expected_cached = (r.expected_cached // cfg.page_size) * cfg.page_size
@@ -304,7 +332,28 @@ async def run_trace_async(
             return res
 
         results = list(await asyncio.gather(*(one(r) for r in trace.requests)))
+        cpu_s, wall_s = clock.read()
+        await probe.stop()
+        await sampler.stop()
+        after = await _settled_metrics(client, cfg.base_url, before, len(results))
     summary = summarize(results, slo)
+    if tokens is not None:
+        count_client_output(results, tokens.tokenizer)
+    if tokens is not None and not cfg.send_ids and cfg.api == "completions":
+        for r in results:  # text prompts: the client's count is its own encoding of the text
+            r.client_prompt_tokens = len(
+                tokens.tokenizer.encode(tokens.text(prompts[r.id]), add_special_tokens=False).ids
+            )
+    delta = promscrape.counter_delta(before, after)
+    summary["audit"] = audit(results, delta, cfg.ignore_eos, cfg.audit_tolerance)
+    summary["audit"]["server_counters"] = delta
+    summary["selfcheck"] = selfcheck(results, probe.late, cpu_s, wall_s, summary, cfg.calibration)
+    summary["server_metrics"] = sampler.summary()
+    if not summary["audit"]["ok"]:
+        warnings.append(loud(f"TOKEN AUDIT FAILED: {summary['audit']['message']}"))
+    if summary["selfcheck"]["client_bound"]:
+        reasons = "; ".join(summary["selfcheck"]["reasons"])
+        warnings.append(loud(f"CLIENT-BOUND: the load generator could not keep up ({reasons})"))
     if summary["errors"]:
         warnings.append(
             loud(
@@ -325,6 +374,34 @@ async def run_trace_async(
         "trace": trace.header(),
     }
     return RunResult(results, summary, warnings, meta)
+
+
+async def _quiet_metrics(client, base_url: str, wait_s: float = 2.0):
+    """The metrics once the warm-up and priming requests are counted: two scrapes 50 ms apart
+    with the same request count (or whatever is there after `wait_s`)."""
+    deadline = time.perf_counter() + wait_s
+    last = await promscrape.scrape(client, base_url)
+    while last is not None and time.perf_counter() < deadline:
+        await asyncio.sleep(0.05)
+        now = await promscrape.scrape(client, base_url)
+        if promscrape.counter_delta(last, now).get("requests", 0) == 0:
+            return now
+        last = now
+    return last
+
+
+async def _settled_metrics(client, base_url: str, before, n_requests: int, wait_s: float = 3.0):
+    """The metrics once the server has counted the run's requests: SGLang bumps its counters
+    as the tokenizer manager finishes a request, which may trail the last streamed chunk."""
+    if before is None:
+        return None
+    deadline = time.perf_counter() + wait_s
+    while True:
+        after = await promscrape.scrape(client, base_url)
+        delta = promscrape.counter_delta(before, after)
+        if delta.get("requests", n_requests) >= n_requests or time.perf_counter() > deadline:
+            return after
+        await asyncio.sleep(0.05)
 
 
 def cache_warnings(summary: dict) -> list[str]:

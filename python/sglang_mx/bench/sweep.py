@@ -1,5 +1,5 @@
-"""Request-rate and concurrency sweeps over one workload; the knee (highest load whose TTFT p95
-meets the SLO with every request succeeding) and goodput per point."""
+"""Request-rate and concurrency sweeps over one workload; the knee (highest load that meets the
+whole SLO, TTFT / TPOT / ITL / E2E gates, with every request succeeding) and goodput per point."""
 
 from __future__ import annotations
 
@@ -36,11 +36,12 @@ def run_sweep(
 
 
 def knee(points: list[dict], slo: Slo) -> dict | None:
-    """Highest-load point with 100% success and TTFT p95 <= SLO; None if no point qualifies."""
+    """Highest-load point with 100% success meeting every gate of `slo` (Slo.judge); None if no
+    point qualifies."""
     good = [
         p
         for p in points
-        if p["summary"]["errors"] == 0 and p["summary"]["ttft_s"]["p95"] <= slo.ttft_p95_s
+        if p["summary"]["errors"] == 0 and all(g["met"] for g in slo.judge(p["summary"]))
     ]
     if not good:
         return None
@@ -52,4 +53,5 @@ def knee(points: list[dict], slo: Slo) -> dict | None:
         "total_tok_s": s["total_tok_s"],
         "ttft_p95_s": s["ttft_s"]["p95"],
         "goodput_req_s": s["goodput_req_s"],
+        "slo": slo.describe(),
     }

@@ -58,6 +58,7 @@ class Trace:
     prime: list[tuple[str, int]]
     requests: list[TraceRequest] = field(default_factory=list)
     created: str = ""
+    source: dict = field(default_factory=dict)  # a replayed file: its path, format, options
 
     @property
     def predicted_hit_rate(self) -> float:
@@ -72,6 +73,7 @@ class Trace:
             "prime": [list(p) for p in self.prime],
             "predicted_hit_rate": self.predicted_hit_rate,
             "created": self.created,
+            "source": self.source,
         }
 
     def save(self, path: str | Path) -> Path:
@@ -95,6 +97,7 @@ class Trace:
             prime=[(str(k), int(n)) for k, n in head["prime"]],
             requests=[TraceRequest.from_dict(json.loads(x)) for x in lines[1:] if x.strip()],
             created=head.get("created", ""),
+            source=head.get("source") or {},
         )
 
 

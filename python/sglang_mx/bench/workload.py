@@ -68,7 +68,7 @@ class WorkloadSpec(Overridable):
     turns: int = 1
     prefix_groups: int = 4
     num_requests: int = 24
-    arrival: str = "poisson"  # poisson | fixed-rate | concurrency
+    arrival: str = "poisson"  # poisson | fixed-rate | concurrency | trace (a replayed file's)
     rate: float = 1.0  # requests/s for poisson and fixed-rate
     concurrency: int = 4  # in-flight requests for arrival=concurrency
     prime: bool = True  # send each shared prefix once before the measured run
@@ -77,7 +77,7 @@ class WorkloadSpec(Overridable):
     def __post_init__(self) -> None:
         if not 0.0 <= self.hit_rate < 1.0:
             raise ValueError(f"hit_rate {self.hit_rate} must be in [0, 1)")
-        if self.arrival not in ("poisson", "fixed-rate", "concurrency"):
+        if self.arrival not in ("poisson", "fixed-rate", "concurrency", "trace"):
             raise ValueError(f"arrival {self.arrival!r}: use poisson, fixed-rate or concurrency")
         if self.turns < 1 or self.prefix_groups < 1 or self.num_requests < 1:
             raise ValueError("turns, prefix_groups and num_requests must be >= 1")

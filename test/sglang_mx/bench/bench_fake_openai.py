@@ -1,5 +1,6 @@
 """A stand-in OpenAI-compatible server for runner tests: streams `max_tokens` chunks and reports
-cached tokens as the longest common token prefix with earlier prompts (a radix cache in spirit)."""
+cached tokens as the longest common token prefix with earlier prompts (a radix cache in spirit);
+with `metrics` it also serves SGLang-named Prometheus counters and gauges at /metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import asyncio
 import json
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+# one token per chunk in the tests' tokenizer (a word it was trained on), so the client's
+# re-encoded count of the stream equals max_tokens
+WORD = " the"
 
 
 class FakeCache:
@@ -35,13 +40,46 @@ def make_app(
     context_length: int | None = None,
     advertise: bool = True,
     vocab_size: int | None = None,
+    metrics: bool = False,
+    count_extra_generation: int = 0,
+    short_by: int = 0,
 ) -> FastAPI:
     """`context_length`: prompts of that many tokens or more, or prompt + max_tokens above it,
     get SGLang's 400; `advertise` False keeps it out of /v1/models and /get_model_info (a server
-    that does not say). `vocab_size` is reported by /get_model_info, as the plugin does."""
+    that does not say). `vocab_size` is reported by /get_model_info, as the plugin does.
+    `metrics`: serve /metrics (SGLang's names); `count_extra_generation` tokens are added to
+    its generation counter per request (a server whose counter disagrees with its usage);
+    `short_by` streams that many tokens fewer than max_tokens while usage still claims them
+    all."""
     app = FastAPI()
     count = {"n": 0}
     app.state.completions = count
+    totals = {"prompt": 0, "generation": 0, "cached": 0, "requests": 0}
+
+    def tally(prompt: int, generation: int, cached: int) -> None:
+        totals["prompt"] += prompt
+        totals["generation"] += generation + count_extra_generation
+        totals["cached"] += cached
+        totals["requests"] += 1
+
+    if metrics:
+
+        @app.get("/metrics")
+        async def prometheus():
+            lab = '{model_name="fake-model",is_streaming="true"}'
+            text = (
+                "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+                "# TYPE sglang:prompt_tokens_total counter\n"
+                f"sglang:prompt_tokens_total{lab} {float(totals['prompt'])}\n"
+                f"sglang:generation_tokens_total{lab} {float(totals['generation'])}\n"
+                f'sglang:cached_tokens_total{{cache_source="device"}} {float(totals["cached"])}\n'
+                f"sglang:num_requests_total{lab} {float(totals['requests'])}\n"
+                'sglang:num_queue_reqs{model_name="fake-model"} 0.0\n'
+                f'sglang:num_running_reqs{{model_name="fake-model"}} {float(count["n"] % 3)}\n'
+                'sglang:token_usage{model_name="fake-model"} 0.25\n'
+                'sglang:cache_hit_rate{model_name="fake-model"} 0.5\n'
+            )
+            return PlainTextResponse(text)
 
     @app.get("/v1/models")
     async def models():
@@ -99,14 +137,15 @@ def make_app(
         }
         if report_cache:
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        tally(len(ids), body["max_tokens"], cached)
         if not body.get("stream"):
             return {"choices": [{"text": "x"}], "usage": usage}
 
         async def events():
             yield ": PROCESSING\n\n"
-            for _ in range(body["max_tokens"]):
+            for _ in range(body["max_tokens"] - short_by):
                 await asyncio.sleep(0.002)
-                yield f"data: {json.dumps({'choices': [{'text': ' x'}]})}\n\n"
+                yield f"data: {json.dumps({'choices': [{'text': WORD}]})}\n\n"
             yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
             yield "data: [DONE]\n\n"
 

@@ -52,3 +52,28 @@ def assert_topk_selection(
         rest[chosen] = False
         if rest.any():
             assert ref[b, chosen].min() >= ref[b, :n][rest].max() - slack, note
+
+
+MLA_LAUNCH_KEYS = ("BLOCK_H", "BLOCK_N", "KEYS_ON_M", "PREFETCH", "SPARSE")
+
+
+def record_mla_launches(monkeypatch) -> list[dict]:
+    """The tile constexprs and grid of each MLA / DSA decode launch, appended as mla_decode
+    launches them (the kernel still runs): a tile the reference cannot tell apart shows here."""
+    import importlib
+
+    # The module: the package exports the function of the same name.
+    mla = importlib.import_module("sgl_kernel_rocm.attention.mla_decode")
+    seen: list[dict] = []
+    kernel = mla._mla_decode_split_kernel
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen.append({k: kwargs.get(k) for k in MLA_LAUNCH_KEYS} | {"grid": tuple(grid)})
+                return kernel[grid](*args, **kwargs)
+
+            return launch
+
+    monkeypatch.setattr(mla, "_mla_decode_split_kernel", Recorder())
+    return seen

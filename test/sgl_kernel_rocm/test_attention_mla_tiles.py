@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from attention_support import assert_bf16_close, scattered_pages
+from attention_support import assert_bf16_close, record_mla_launches, scattered_pages
 from sgl_kernel_rocm.attention import (
     dsa_sparse_decode,
     dsa_sparse_decode_ref,
@@ -26,8 +26,9 @@ D_QK = 576
     [(torch.float8_e4m3fn, 64), (torch.bfloat16, 16)],
     ids=["fp8-page64", "bf16-page16"],  # page 64: one page id per 32-key tile; 16: one per key
 )
-def test_mla_and_dsa_tile_variants(variant, heads, kv_dtype, page):
+def test_mla_and_dsa_tile_variants(monkeypatch, variant, heads, kv_dtype, page):
     tile = {"BLOCK_N": 32, "BLOCK_H": 64, **TILE_VARIANTS[variant]}
+    launched = record_mla_launches(monkeypatch)
     lens = [1, 45, 190, 300]  # ragged: a lone key, partial tiles, several pages
     g = torch.Generator().manual_seed(heads + page + len(variant))
     max_pages = -(-max(lens) // page)
@@ -48,6 +49,11 @@ def test_mla_and_dsa_tile_variants(variant, heads, kv_dtype, page):
     )
     assert_bf16_close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale), "dsa")
     assert torch.equal(sparse[0], torch.zeros_like(sparse[0]))
+    # Both launches ran the variant's tile, not the table's (either would match the reference).
+    want = {"BLOCK_N": 32, "BLOCK_H": max(16, heads), **TILE_VARIANTS[variant]}
+    assert [{k: d[k] for k in want} for d in launched] == [want, want], launched
+    assert [(d["SPARSE"], d["grid"]) for d in launched] == [
+        (False, (4, 1, 3)), (True, (4, 1, 2))]  # fmt: skip
 
 
 def test_tile_config_names_only_launch_entries():

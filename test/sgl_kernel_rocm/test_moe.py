@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from moe_support import poison_buffers
+from moe_support import assert_moe_close, poison_buffers
 from sgl_kernel_rocm.moe import MoEWeights, fused_moe_mxfp4, prepare_reference_weights, triton_moe
 from sgl_kernel_rocm.moe.align import align_tokens
 from sgl_kernel_rocm.moe.routing import softmax_topk
@@ -106,15 +106,34 @@ def test_triton_matches_reference_bf16(monkeypatch, path, act_quant, case):
     )
     ref = fused_moe_mxfp4(*args, act_quant=act_quant, backend="torch", shared_output=shared)
     assert out.dtype == torch.bfloat16 and out.shape == (t, h)
-    assert torch.isfinite(out).all()
-    diff = (out.float() - ref.float()).abs()
-    scale = ref.float().abs().max().item()
-    # The k weighted expert outputs are each rounded to bf16 in the per-slot buffer (2**-9
-    # relative), plus the output rounding on both sides; the terms are O(max |out|) here.
-    # W4A4 gets the same bound: its SwiGLU output is rounded to bf16 (RNE) before quantizing
-    # on both sides, so an E2M1 code can only differ if fp32 summation-order noise moves it
-    # across a bf16 rounding midpoint, which the bound would expose rather than hide.
-    assert diff.max().item() <= (k + 2) * 2.0**-8 * scale
+    # moe_support.assert_moe_close: per-slot and output bf16 rounding, judged on the routed
+    # part. W4A4 gets the same bound: its SwiGLU output is rounded to bf16 (RNE) before
+    # quantizing on both sides, so an E2M1 code can only differ if fp32 summation-order noise
+    # moves it across a bf16 rounding midpoint, which the bound would expose rather than hide.
+    assert_moe_close(out, ref, shared, k, note=case)
+
+
+def test_the_bf16_check_fails_on_planted_expert_errors(monkeypatch):
+    """assert_moe_close judges the routed part: with an N(0, 1) shared output added, a uniform
+    5% error in the experts and a row whose experts were never summed in (it keeps the
+    pre-filled shared output) both fail it, while the kernel's own output passes."""
+    poison_buffers(monkeypatch)
+    monkeypatch.setattr(triton_moe, "_EXACT_ALIGN_ON_CPU", True)  # the path that pre-fills
+    t, e, h, i, k, empty, masked = CASES["ragged_37tok"]
+    args = _make_case(t, e, h, i, k, torch.bfloat16, empty, masked)
+    shared = torch.randn(t, h).to(torch.bfloat16)
+    out = fused_moe_mxfp4(*args, backend="triton", path="unpack", shared_output=shared)
+    ref = fused_moe_mxfp4(*args, backend="torch", shared_output=shared)
+    assert_moe_close(out, ref, shared, k)
+    routed = out.float() - shared.float()
+    scaled = (shared.float() + 1.05 * routed).to(torch.bfloat16)
+    with pytest.raises(AssertionError, match="exceeds the bound"):
+        assert_moe_close(scaled, ref, shared, k)
+    live = int((args[3] >= 0).any(1).nonzero()[0])  # a token with a valid slot
+    unwritten = out.clone()
+    unwritten[live] = shared[live]
+    with pytest.raises(AssertionError, match=f"worst \\[{live}, "):
+        assert_moe_close(unwritten, ref, shared, k)
 
 
 @pytest.mark.parametrize("act_quant", ["none", "mxfp4"])

@@ -7,7 +7,13 @@ import json
 import pytest
 import torch
 from sgl_kernel_rocm.moe import fused_moe_mxfp4
-from sgl_kernel_rocm.moe.config import OP, heuristic_config, resolve_config, shape_key
+from sgl_kernel_rocm.moe.config import (
+    OP,
+    heuristic_config,
+    resolve_config,
+    shape_key,
+    validate_config,
+)
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 from sgl_kernel_rocm.tuning import CONFIG_DIR, get_config
 
@@ -37,6 +43,71 @@ def test_tables_are_valid_and_say_where_they_come_from(arch):
             assert all(v & (v - 1) == 0 for v in (bm, bn, bk))
             assert bm >= 16 and bn % 32 == 0 and bk % 64 == 0
             assert cfg["num_warps"] in (4, 8) and 1 <= cfg["num_stages"] <= 4
+
+
+def _shipped_entries():
+    for arch in ARCHS:
+        for key, buckets in _load(arch).items():
+            if key != "_meta":
+                for bucket, cfg in buckets.items():
+                    yield f"{arch}/{key}/{bucket}", cfg
+
+
+def test_every_shipped_config_key_is_one_the_kernels_take():
+    """Every entry of every shipped table, every key (tiles of both GEMMs, "down", SWAP_AB at
+    both levels, SPLIT_K / SPLIT_K_DOWN, stages, "upcast"), through the validator the launcher
+    itself calls; and the entries use each optional key somewhere, so each is exercised."""
+    seen = set()
+    for where, cfg in _shipped_entries():
+        try:
+            validate_config(cfg)
+        except ValueError as e:
+            raise AssertionError(f"{where}: {e}") from e
+        seen |= set(cfg) | {f"down.{k}" for k in cfg.get("down", {})}
+    assert {"down", "SWAP_AB", "SPLIT_K", "SPLIT_K_DOWN", "upcast", "down.SWAP_AB"} <= seen
+
+
+GOOD = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 2}
+
+
+@pytest.mark.parametrize(
+    "bad,key",
+    [
+        ({"BLOCK_M": 8}, "BLOCK_M"),
+        ({"BLOCK_N": 96}, "BLOCK_N"),  # a multiple of 32, not a power of two
+        ({"BLOCK_K": 32}, "BLOCK_K"),
+        ({"num_warps": 3}, "num_warps"),
+        ({"num_stages": 0}, "num_stages"),
+        ({"num_stages": True}, "num_stages"),
+        ({"SPLIT_K": 0}, "SPLIT_K"),
+        ({"SPLIT_K_DOWN": 2.0}, "SPLIT_K_DOWN"),
+        ({"SWAP_AB": 1}, "SWAP_AB"),
+        ({"upcast": "asm"}, "upcast"),
+        ({"down": {"BLOCK_K": 96}}, "down.BLOCK_K"),
+        ({"down": {"num_stages": 9}}, "down.num_stages"),
+        ({"down": {"SWAP_AB": "yes"}}, "SWAP_AB"),
+        ({"down": {"BLOCK_M": 32}}, "down"),
+        ({"down": []}, "down"),
+        ({"BLOCK_SIZE_M": 16}, "BLOCK_SIZE_M"),  # unknown (SGLang's spelling)
+    ],
+)
+def test_the_validator_names_each_bad_key(bad, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        validate_config(GOOD | bad)
+
+
+def test_a_planted_bad_table_entry_fails_the_shipped_check(monkeypatch, tmp_path):
+    """The shipped-table test reads tables through _load: a copy with one bad "down" entry
+    and one bad SWAP_AB planted must make it fail, naming the entry."""
+    real = _load("sm90")
+    key = next(k for k in real if k != "_meta")
+    bucket = next(iter(real[key]))
+    for plant in ({"down": {"BLOCK_N": 48}}, {"SWAP_AB": "true"}):
+        table = json.loads(json.dumps(real))
+        table[key][bucket] |= plant
+        monkeypatch.setitem(globals(), "_load", lambda arch, t=table: t if arch == "sm90" else {})
+        with pytest.raises(AssertionError, match=f"sm90/{key}/{bucket}"):
+            test_every_shipped_config_key_is_one_the_kernels_take()
 
 
 def test_static_pick_takes_the_least_predicted_time():

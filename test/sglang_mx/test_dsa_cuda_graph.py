@@ -9,9 +9,10 @@ graph would record, on the capture ForwardBatch: `init_forward_metadata_in_graph
 key store and top-k, and sparse decode with the KV write. A "replay" refills the registry from a
 real batch (3, then 2 requests, padded to 4), calls out_graph on the replay view and runs the very
 same body again. The kernels are sgl_kernel_rocm's Triton ones through TRITON_INTERPRET=1.
-Checked: the replayed rows equal eager decode (the same kernels, and the torch path), buffer
-addresses and launch grids do not move between capture and replays, and the body and the replay
-prep read no device value on the host.
+Checked: the replayed rows equal eager decode (the same kernels, and the torch path), with every
+step's new-token slots poisoned before it runs and holding its latent (the backend's own
+set_kv_buffer) and index key after; buffer addresses and launch grids do not move between
+capture and replays; the body and the replay prep read no device value on the host.
 """
 
 from __future__ import annotations
@@ -54,15 +55,43 @@ class Scene:
         self.index_buf = pool.get_index_k_with_scale_buffer(0)
         slots = self.req_to_token[self.req_to_token > 0].long()
         index_k_pages.store(self.index_buf, slots, torch.randn(len(slots), 128, generator=g), PAGE)
-        n = 5  # inputs per request row (the same row always gets the same new token)
+        self.new_tokens(seed)
+        self.layer = SimpleNamespace(
+            layer_id=0, tp_q_head_num=HEADS, v_head_dim=512, scaling=192**-0.5
+        )
+
+    def new_tokens(self, seed: int) -> None:
+        """Fresh per-row decode inputs (one row per request row): the new token's query, index
+        query and weights, latent `k` and index key."""
+        g = torch.Generator().manual_seed(seed)
+        n = 5
         self.q_index = torch.randn(n, INDEX_HEADS, 128, generator=g)
         self.weights = torch.rand(n, INDEX_HEADS, generator=g)
         self.q = torch.randn(n, HEADS * 576, generator=g)
         self.k = torch.randn(n, 1, 576, generator=g)
         self.key = torch.randn(n, 128, generator=g)
-        self.layer = SimpleNamespace(
-            layer_id=0, tp_q_head_num=HEADS, v_head_dim=512, scaling=192**-0.5
-        )
+
+    def poison_new_slots(self, rows: list[int], lens: list[int], seed: int) -> None:
+        """Random latent and index keys at the slots this step writes (each row's last token),
+        so only the step's own writes can put the right values there before it reads them."""
+        from sglang_mx.attention import index_k_pages
+
+        g = torch.Generator().manual_seed(seed)
+        loc = self.batch(rows, lens).out_cache_loc
+        kv = self.pool.get_key_buffer(0)
+        kv[loc] = torch.randn(kv[loc].shape, generator=g).to(kv.dtype) * 3
+        index_k_pages.store(self.index_buf, loc, torch.randn(len(loc), 128, generator=g), PAGE)
+
+    def assert_written(self, rows: list[int], lens: list[int]) -> None:
+        """The slots hold this step's latent (the backend's set_kv_buffer) and index key."""
+        from sglang_mx.attention import index_k_pages
+
+        loc = self.batch(rows, lens).out_cache_loc
+        kv = self.pool.get_key_buffer(0)
+        assert torch.equal(kv[loc], self.k[rows].to(kv.dtype)), "latent not written"
+        want = index_k_pages.load(self.index_buf, loc, PAGE, 128)
+        q, scale = index_k_pages.quantize(self.key[rows])
+        assert torch.equal(want, q.float() * scale[:, None]), "index key not written"
 
     def backend(self, triton: bool, monkeypatch):
         from sglang_mx.attention import mx_dsa
@@ -109,6 +138,15 @@ class Scene:
         fb = self.batch(rows, lens)
         backend.init_forward_metadata(fb)
         return self.step(backend, fb, *self.inputs(rows))
+
+    def fresh_step(self, b: int, rows: list[int], lens: list[int], run, poison_seed: int):
+        """Batch b's new tokens (the same for every backend), its slots poisoned, then `run`;
+        after it, its slots must hold what the step wrote."""
+        self.new_tokens(1000 + b)
+        self.poison_new_slots(rows, lens, poison_seed)
+        out = run(rows, lens)
+        self.assert_written(rows, lens)
+        return out
 
     def inputs(self, rows: list[int]):
         return self.q_index[rows], self.weights[rows], self.q[rows], self.k[rows], self.key[rows]
@@ -220,7 +258,11 @@ def test_graph_decode_replays_match_eager_decode(pool, monkeypatch):
     refs = {}
     for triton in (False, True):
         backend = scene.backend(triton, monkeypatch)
-        refs[triton] = [scene.eager(backend, rows, lens) for rows, lens in BATCHES]
+        eager = lambda rows, lens, be=backend: scene.eager(be, rows, lens)  # noqa: E731
+        refs[triton] = [
+            scene.fresh_step(b, rows, lens, eager, poison_seed=10 * b + triton)
+            for b, (rows, lens) in enumerate(BATCHES)
+        ]
         assert (backend.table is not None) == triton
 
     mla = importlib.import_module("sgl_kernel_rocm.attention.mla_decode")
@@ -239,7 +281,9 @@ def test_graph_decode_replays_match_eager_decode(pool, monkeypatch):
     assert captured[1][1:] == (table.data_ptr(), seq.data_ptr())
 
     for b, (rows, lens) in enumerate(BATCHES):
-        topk, out = run.replay(rows, lens)
+        # Each replay finds random values where its new tokens go (not the eager run's
+        # writes): a graph body that skipped the KV write would read them.
+        topk, out = scene.fresh_step(b, rows, lens, run.replay, poison_seed=10 * b + 7)
         assert [spy.launches[-1] for spy in spies] == captured, "grid or buffer moved"
         k_topk, k_out = refs[True][b]
         t_topk, t_out = refs[False][b]
@@ -256,6 +300,7 @@ def test_graph_decode_replays_match_eager_decode(pool, monkeypatch):
         assert run.backend.seq_lens[len(rows) :].tolist() == [run.fill] * (GRAPH_BS - len(rows))
     assert run.backend.table.data_ptr() == table.data_ptr()
     # Sparsity is real in what the graph served: the 300-token row is not dense attention.
+    scene.new_tokens(1000)  # batch 0's tokens (their latent is still in the pool)
     assert not torch.allclose(refs[False][0][1][2], _dense(scene, [3], [300])[0], atol=1e-3)
 
 

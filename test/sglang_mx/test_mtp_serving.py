@@ -1,7 +1,8 @@
 """MTP speculative decoding on the default model (`sglang-mx serve --mtp`: SGLang's EAGLE over
 the tiny GLM-5's trained NextN layer, through mx_dsa's target-verify and draft-extend forwards on
-the CPU platform): greedy tokens equal the server without MTP, and drafts are accepted (SGLang's
-own accept length > 1). Hostile requests against it: test_hostile_campaign.py ("glm5-mtp")."""
+the CPU platform): greedy tokens equal the server without MTP, and drafts are accepted, judged by
+SGLang's own count of accepted drafts (`spec_num_correct_drafts`). Hostile requests against it:
+test_hostile_campaign.py ("glm5-mtp")."""
 
 from __future__ import annotations
 
@@ -14,8 +15,17 @@ PROMPTS = (
     "def fibonacci(n):\n    ",
     "import os\nimport sys\n\n\ndef main():\n",
     "class Stack:\n    def __init__(self):\n        self.",
+    "for i in range(10):\n    ",
+    "def quicksort(xs):\n",
+    "# parse the arguments\nparser = argparse.",
 )
 NEW_TOKENS = 32
+# Accepted / proposed drafts over PROMPTS (greedy, so deterministic per build). Measured on the
+# 2-core CPU box, 2026-12-01, SGLang 0.5.23, EAGLE 1/1/2: the trained NextN layer with its bf16
+# eh_proj 29 / 157 = 0.185; eh_proj MXFP4 27 / 159 = 0.170; eh_proj zeroed 0 / 186 = 0.
+MIN_ACCEPT_RATE = 0.10  # about half the trained draft's rate, far above a broken draft's 0
+# MXFP4 eh_proj against the bf16 one: rounding may flip a few drafts, not a tenth of them.
+EH_PROJ_MARGIN = 0.05
 
 
 def greedy(url: str, prompt: str) -> dict:
@@ -32,20 +42,29 @@ def test_mtp_server_runs_eagle_through_mx_dsa(mtp_server_handle):
     assert "type=GlmMoeDsaForCausalLMNextN" in log  # the draft: the checkpoint's NextN layer
 
 
-def test_greedy_tokens_equal_without_mtp_and_drafts_are_accepted(mtp_server, default_server):
-    verify_steps = tokens = 0
+def acceptance(url: str, reference: str | None = None) -> float:
+    """Accepted / proposed drafts over PROMPTS from SGLang's own counters (meta_info), with
+    greedy tokens equal to `reference`'s (a server without MTP) where given."""
+    correct = proposed = 0
     for prompt in PROMPTS:
-        with_mtp, without = greedy(mtp_server, prompt), greedy(default_server, prompt)
-        assert with_mtp["output_ids"] == without["output_ids"], prompt
-        meta = with_mtp["meta_info"]
+        got = greedy(url, prompt)
+        meta = got["meta_info"]
+        if reference is not None:
+            assert got["output_ids"] == greedy(reference, prompt)["output_ids"], prompt
         assert meta["completion_tokens"] == NEW_TOKENS
-        verify_steps += meta["spec_verify_ct"]
-        tokens += meta["completion_tokens"]
-        assert "spec_verify_ct" not in without["meta_info"] or not without["meta_info"].get(
-            "spec_verify_ct"
-        )
-    # accept length: tokens per target forward (1 = every draft rejected)
-    assert tokens / verify_steps > 1.0, (tokens, verify_steps)
+        # Every decode token comes from a verify step (one each) or an accepted draft; the
+        # first token is the prefill's. So SGLang's counts must add up.
+        assert meta["spec_verify_ct"] + meta["spec_num_correct_drafts"] == NEW_TOKENS - 1, meta
+        correct += meta["spec_num_correct_drafts"]
+        proposed += meta["spec_num_proposed_drafts"]
+    return correct / proposed
+
+
+def test_greedy_tokens_equal_without_mtp_and_drafts_are_accepted(mtp_server, default_server):
+    without = greedy(default_server, PROMPTS[0])["meta_info"]
+    assert not without.get("spec_verify_ct"), without  # the reference server does not speculate
+    rate = acceptance(mtp_server, reference=default_server)
+    assert rate >= MIN_ACCEPT_RATE, f"accepted / proposed drafts {rate:.3f} < {MIN_ACCEPT_RATE}"
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +99,15 @@ def mxfp4_eh_proj_server(tmp_path_factory):
         handle.stop(wait=False)
 
 
-def test_mxfp4_eh_proj_draft_serves_the_same_greedy_tokens(mxfp4_eh_proj_server, default_server):
+def test_mxfp4_eh_proj_draft_serves_the_same_greedy_tokens(mxfp4_eh_proj_server, mtp_server):
+    """Greedy verification keeps the target's tokens whatever the draft proposes, so the MXFP4
+    eh_proj is judged by its drafts: accepted as often as the bf16 eh_proj's, within a margin
+    (a zeroed eh_proj is accepted 0 times in 186)."""
     log = mxfp4_eh_proj_server.log_path.read_text(errors="replace")
     assert "sglang_mx: MXFP4 linear model.eh_proj" in log  # the draft's eh_proj is ours, MXFP4
-    prompt = PROMPTS[0]
-    with_mtp = greedy(mxfp4_eh_proj_server.base_url, prompt)
-    assert with_mtp["output_ids"] == greedy(default_server, prompt)["output_ids"]
-    assert with_mtp["meta_info"]["spec_verify_ct"] > 0
+    rate = acceptance(mxfp4_eh_proj_server.base_url, reference=mtp_server)
+    bf16_rate = acceptance(mtp_server)
+    assert rate >= bf16_rate - EH_PROJ_MARGIN, (
+        f"MXFP4 eh_proj drafts accepted {rate:.3f} vs bf16 eh_proj {bf16_rate:.3f} "
+        f"(margin {EH_PROJ_MARGIN})"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import openai
 import pytest
@@ -116,3 +118,18 @@ def test_repeated_long_prompt_reports_cached_tokens(client):
     cached = second.usage.prompt_tokens_details.cached_tokens
     # The radix cache keeps the first request's prompt: all but the last token can be reused.
     assert cached >= first.usage.prompt_tokens - 16, (cached, first.usage.prompt_tokens)
+
+
+def test_worker_start_lines_are_ones_sglang_prints(mxfp4_server_handle):
+    """The lines test_checkpoint_load's truncated-checkpoint test looks for are in the installed
+    SGLang's source and in a healthy server's log: a renamed line would make that check hollow."""
+    import sglang
+    from sglang_mx.testing.server import WORKER_START_LINES
+
+    src = Path(sglang.__file__).parent / "srt"
+    files = {"distributed/bootstrap.py", "model_executor/model_runner.py"}
+    text = "".join((src / f).read_text() for f in files)
+    log = mxfp4_server_handle.log_path.read_text(errors="replace")
+    for line in WORKER_START_LINES:
+        assert line in text, f"{line!r} is not in SGLang {sglang.__version__}'s {sorted(files)}"
+        assert line in log, f"a healthy server never printed {line!r}"

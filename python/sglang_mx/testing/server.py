@@ -71,6 +71,12 @@ class ServerProcess:
             self.proc.wait(timeout=timeout)
 
 
+# What SGLang 0.5.23's scheduler process logs as it sets up a model, in order: its process groups
+# (srt/distributed/bootstrap.py), then the weights (srt/model_executor/model_runner.py). A log
+# without them is one where no worker began to initialise a model.
+WORKER_START_LINES = ("Init parallel begin.", "Load weight begin")
+
+
 def default_serve_args() -> tuple[str, list[str]]:
     """The model and SGLang arguments `sglang-mx serve` uses when given none (read from the CLI
     itself, so a test server on the default model is what a user gets)."""

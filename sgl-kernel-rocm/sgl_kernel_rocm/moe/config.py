@@ -21,6 +21,9 @@ SWAP_KEY = "SWAP_AB"
 # alignment's and stays shared; the down split is SPLIT_K_DOWN at the top level).
 DOWN_KEY = "down"
 DOWN_TILE_KEYS = ("BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB")
+UPCAST_KEY = "upcast"
+KNOWN_KEYS = (*CONFIG_KEYS, *SPLIT_KEYS, SWAP_KEY, DOWN_KEY, UPCAST_KEY)
+MAX_WARPS, MAX_STAGES = 16, 8
 
 
 def shape_key(num_experts: int, hidden: int, inter: int, act_quant: str) -> str:
@@ -127,3 +130,49 @@ def down_config(config: dict[str, Any]) -> dict[str, Any]:
         if key in over and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"config {DOWN_KEY}.{key} must be a positive int, got {v!r}")
     return out
+
+
+def _pow2(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and v >= 1 and v & (v - 1) == 0
+
+
+def _check_tile(cfg: dict[str, Any], where: str, need: tuple[str, ...]) -> None:
+    """The tile entries of one GEMM: tl.arange wants powers of two, tl.dot dims >= 16, a K tile
+    of whole 32-element scale blocks with a packed K/2 >= 32 (dot_scaled), N in 32s."""
+    rules = {
+        "BLOCK_M": (lambda v: _pow2(v) and v >= 16, "a power of two >= 16"),
+        "BLOCK_N": (lambda v: _pow2(v) and v % 32 == 0, "a power-of-two multiple of 32"),
+        "BLOCK_K": (lambda v: _pow2(v) and v % 64 == 0, "a power-of-two multiple of 64"),
+        "num_warps": (lambda v: _pow2(v) and v <= MAX_WARPS, f"a power of two <= {MAX_WARPS}"),
+        "num_stages": (
+            lambda v: not isinstance(v, bool) and isinstance(v, int) and 1 <= v <= MAX_STAGES,
+            f"an int in 1..{MAX_STAGES}",
+        ),
+    }
+    for key, (ok, what) in rules.items():
+        if key not in cfg:
+            if key in need:
+                raise ValueError(f"config {where}{key} is missing")
+            continue
+        if not ok(cfg[key]):
+            raise ValueError(f"config {where}{key} must be {what}, got {cfg[key]!r}")
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    """Raises ValueError naming the key of anything in a launch config the fused-MoE kernels do
+    not take: unknown keys, the tiles of both GEMMs (the shared one and "down"), SPLIT_K /
+    SPLIT_K_DOWN, SWAP_AB (both levels) and "upcast". The launcher calls it on every config;
+    the suite calls it on every shipped table entry."""
+    if not isinstance(config, dict):
+        raise ValueError(f"a MoE launch config must be an object, got {config!r}")
+    unknown = sorted(set(config) - set(KNOWN_KEYS))
+    if unknown:
+        raise ValueError(f"config keys {unknown} are not among {list(KNOWN_KEYS)}")
+    _check_tile(config, "", need=("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    split_k_of(config)
+    swap_ab_of(config)
+    if UPCAST_KEY in config and config[UPCAST_KEY] not in UPCASTS:
+        raise ValueError(f"config upcast must be one of {UPCASTS}, got {config[UPCAST_KEY]!r}")
+    down = down_config(config)
+    _check_tile({k: down[k] for k in config.get(DOWN_KEY, {}) if k != SWAP_KEY}, "down.", ())
+    swap_ab_of(down)

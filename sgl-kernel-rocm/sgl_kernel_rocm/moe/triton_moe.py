@@ -25,6 +25,7 @@ from sgl_kernel_rocm.moe.config import (
     resolve_config,
     split_k_of,
     swap_ab_of,
+    validate_config,
 )
 from sgl_kernel_rocm.moe.layout import MoEWeightLayout
 from sgl_kernel_rocm.moe.weights import MoEWeights
@@ -88,12 +89,11 @@ def fused_moe_triton(
         raise ValueError(f"path='dot_scaled' with W4A16 needs bf16/fp16 activations, got {dtype}")
     if config is None:
         config, _ = resolve_config(arch, num_tokens, num_experts, hidden, inter, act_quant)
+    validate_config(config)
     # The down GEMM may carry its own tile (config "down"); BLOCK_M is shared (the alignment's).
     dconfig = down_config(config)
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     bn_d, bk_d = dconfig["BLOCK_N"], dconfig["BLOCK_K"]
-    if bn % 32 or bk % 64 or bn_d % 32 or bk_d % 64:
-        raise ValueError(f"BLOCK_N must be a multiple of 32 and BLOCK_K of 64, got {config}")
 
     def launch_of(cfg: dict) -> dict:
         if _interpreting():

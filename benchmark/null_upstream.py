@@ -5,7 +5,11 @@ model, no tokenizer: against it, the provider's added latency is its own work, w
 inference server contending for the cores. Not SGLang; named as such in every
 result it produces.
 
-    python benchmark/null_upstream.py PORT"""
+With `--stream-max-tokens` a streamed answer has as many tokens as the body's `max_tokens` (one
+SSE event each, usage at the end), so a load generator's own ceiling can be measured against it
+(`sglang-mx bench calibrate`).
+
+    python benchmark/null_upstream.py PORT [--stream-max-tokens]"""
 
 from __future__ import annotations
 
@@ -63,13 +67,35 @@ STREAM_EVENTS = [  # role, one token (with continuous usage), finish, [DONE]
 ]
 
 
+_TOKEN = _event(_CHUNK | {"choices": [{"index": 0, "text": " a", "delta": {"content": " a"}}]})
+
+
+async def _stream_n(writer: asyncio.StreamWriter, body: bytes) -> None:
+    """max_tokens tokens, one event each, then usage (prompt length from the body's ids)."""
+    req = json.loads(body)
+    n = max(1, int(req.get("max_tokens") or 1))
+    prompt = req.get("prompt")
+    n_in = len(prompt) if isinstance(prompt, list) else 1
+    usage = {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
+    writer.write(STREAM_HEAD)
+    for _ in range(n):
+        writer.write(_TOKEN)
+        await writer.drain()
+        await asyncio.sleep(0)
+    writer.write(_event(_CHUNK | {"choices": [], "usage": usage}))
+    writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+
+
 async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
             head, body = await read_request(reader)
+            streamed = b'"stream":true' in body.replace(b" ", b"")
             if head.startswith(b"GET /v1/models"):
                 writer.write(MODELS)
-            elif b'"stream":true' in body.replace(b" ", b""):
+            elif streamed and STREAM_MAX_TOKENS:
+                await _stream_n(writer, body)
+            elif streamed:
                 writer.write(STREAM_HEAD)
                 for event in STREAM_EVENTS:  # one write per event, as a token-by-token server
                     writer.write(event)
@@ -89,5 +115,8 @@ async def main(port: int) -> None:
         await server.serve_forever()
 
 
+STREAM_MAX_TOKENS = False
+
 if __name__ == "__main__":
+    STREAM_MAX_TOKENS = "--stream-max-tokens" in sys.argv[2:]
     asyncio.run(main(int(sys.argv[1])))

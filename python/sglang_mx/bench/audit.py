@@ -68,25 +68,51 @@ def audit(
 
     with_ids = [r for r in usage if r.client_prompt_tokens is not None]
     if with_ids:
-        rows.append(_row("prompt tokens: client vs usage", "prompt",
-                         sum(r.client_prompt_tokens for r in with_ids),
-                         sum(r.prompt_tokens for r in with_ids), tolerance,
-                         "client", "usage"))  # fmt: skip
+        rows.append(
+            _row(
+                "prompt tokens: client vs usage",
+                "prompt",
+                sum(r.client_prompt_tokens for r in with_ids),
+                sum(r.prompt_tokens for r in with_ids),
+                tolerance,
+                "client",
+                "usage",
+            )
+        )
     else:
         skipped.append("client prompt count (text or chat prompts: the template adds tokens)")
     counted = [r for r in usage if r.client_completion_tokens is not None]
     if counted:
-        rows.append(_row("output tokens: client re-encoded vs usage", "output",
-                         sum(r.client_completion_tokens for r in counted),
-                         sum(r.completion_tokens for r in counted), retokenize_tolerance,
-                         "client", "usage"))  # fmt: skip
+        rows.append(
+            _row(
+                "output tokens: client re-encoded vs usage",
+                "output",
+                sum(r.client_completion_tokens for r in counted),
+                sum(r.completion_tokens for r in counted),
+                retokenize_tolerance,
+                "client",
+                "usage",
+            )
+        )
     else:
         skipped.append("client output count (no tokenizer or no streamed text)")
-    for name, mine in (("prompt_tokens", u_prompt), ("generation_tokens", u_out),
-                       ("cached_tokens", u_cached)):  # fmt: skip
+    for name, mine in (
+        ("prompt_tokens", u_prompt),
+        ("generation_tokens", u_out),
+        ("cached_tokens", u_cached),
+    ):
         if name in server_delta and len(usage) == len(results):
-            rows.append(_row(f"{name}: usage vs server counter", name, mine,
-                             server_delta[name], tolerance, "usage", "server"))  # fmt: skip
+            rows.append(
+                _row(
+                    f"{name}: usage vs server counter",
+                    name,
+                    mine,
+                    server_delta[name],
+                    tolerance,
+                    "usage",
+                    "server",
+                )
+            )
     if not server_delta:
         skipped.append("server counters (no /metrics; SGLang needs --enable-metrics)")
     elif len(usage) < len(results):
@@ -94,8 +120,15 @@ def audit(
     short = []
     if ignore_eos:
         short = [r.request_id for r in usage if r.completion_tokens != r.requested_output]
-        rows.append({"check": "ignore_eos: every request got max_tokens", "what": "length",
-                     "requests_off": len(short), "first": short[:5], "ok": not short})  # fmt: skip
+        rows.append(
+            {
+                "check": "ignore_eos: every request got max_tokens",
+                "what": "length",
+                "requests_off": len(short),
+                "first": short[:5],
+                "ok": not short,
+            }
+        )
     failed = [r["check"] for r in rows if not r["ok"]]
     return {
         "ok": not failed,

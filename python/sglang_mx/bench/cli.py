@@ -76,6 +76,16 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("-o", "--out", default="bench-results", help="output directory")
     p.add_argument(
+        "--audit-tolerance",
+        type=float,
+        default=0.01,
+        help="largest relative disagreement of token counts before a run fails",
+    )
+    p.add_argument("--calibration", help="the client's ceiling (bench calibrate's JSON)")
+
+
+def _fit_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--fit-context",
         action="store_true",
         help="scale input and output lengths by one factor (ratio, hit rate and load kept) so "
@@ -117,19 +127,22 @@ def cost_inputs(args) -> tuple[int, float, str | None, str]:
     return args.gpus or 1, args.price or 0.0, None, given if args.price else ""
 
 
-def _execute(args, kind: str, values: list[float]) -> int:
-    from sglang_mx.bench.cost import cost_report
-    from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-    from sglang_mx.bench.report import write_report
-    from sglang_mx.bench.runner import RunConfig, run_trace
-    from sglang_mx.bench.stamp import stamp
-    from sglang_mx.bench.sweep import knee, sweep_specs
-    from sglang_mx.bench.tracegen import generate
+def run_config(args):
+    """The runner's settings from the run flags (the server's limits are read separately)."""
+    import json as _json
 
-    slo = slo_from_args(args)
-    tokens = SegmentTokens(load_tokenizer(args.tokenizer))
-    cfg = RunConfig(
+    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.runner import RunConfig
+
+    calibration = None
+    if getattr(args, "calibration", None):
+        try:
+            calibration = _json.loads(Path(args.calibration).read_text())["ceiling"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise BenchError(
+                f"--calibration {args.calibration}: not a calibration file ({exc})"
+            ) from None
+    return RunConfig(
         base_url=args.url.rstrip("/"),
         model=args.model,
         api=args.api,
@@ -140,7 +153,24 @@ def _execute(args, kind: str, values: list[float]) -> int:
         progress=not args.no_progress,
         warmup=args.warmup,
         api_key=args.api_key,
+        audit_tolerance=args.audit_tolerance,
+        calibration=calibration,
     )
+
+
+def _execute(args, kind: str, values: list[float]) -> int:
+    from sglang_mx.bench.cost import cost_report
+    from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
+    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.report import write_report
+    from sglang_mx.bench.runner import run_trace
+    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.bench.sweep import knee, sweep_specs
+    from sglang_mx.bench.tracegen import generate
+
+    slo = slo_from_args(args)
+    tokens = SegmentTokens(load_tokenizer(args.tokenizer))
+    cfg = run_config(args)
     # the server's context and vocabulary, read once: every point is checked before any runs
     cfg.limits = fetch_limits(cfg.base_url, args.api_key)
     if getattr(args, "trace", None):
@@ -220,8 +250,9 @@ def _one_line_errors(func):
 
         try:
             return func(args)
-        except BenchError as exc:
-            print(f"sglang-mx bench: {exc}", file=sys.stderr)
+        except BenchError as exc:  # a bad claim file says one line per bad field
+            for line in str(exc).splitlines():
+                print(f"sglang-mx bench: {line}", file=sys.stderr)
             return 2
 
     return wrapper
@@ -285,6 +316,15 @@ def _cmd_sweep(args) -> int:
         return 2
     kind, raw = ("rate", args.rates) if args.rates else ("concurrency", args.concurrencies)
     return _execute(args, kind, [float(v) for v in raw.split(",")])
+
+
+@_one_line_errors
+def _cmd_ledger_export(args) -> int:
+    from sglang_mx.bench.traces_ledger import export_ledger
+
+    n = export_ledger(args.db, args.out, args.since)
+    print(f"{args.out}: {n} requests (lengths, cached tokens, arrival times; no content)")
+    return 0
 
 
 def _cmd_report(args) -> int:
@@ -387,15 +427,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("run", help="run one workload (or --trace) against an endpoint")
     _spec_args(p)
     _run_args(p)
+    _fit_arg(p)
     trace_args(p)
     p.set_defaults(func=_cmd_run)
 
     p = verbs.add_parser("sweep", help="request-rate or concurrency sweep; finds the knee")
     _spec_args(p)
     _run_args(p)
+    _fit_arg(p)
     p.add_argument("--rates", help="comma-separated requests/s, e.g. 0.5,1,1.5,2,2.4")
     p.add_argument("--concurrencies", help="comma-separated in-flight counts, e.g. 1,2,4,8")
     p.set_defaults(func=_cmd_sweep, trace=None)
+
+    from sglang_mx.bench import calibrate, verify
+
+    verify.register(verbs)
+    calibrate.register(verbs)
+
+    p = verbs.add_parser("ledger-export", help="the provider ledger as a replayable trace")
+    p.add_argument("--db", required=True, help="the provider's SQLite file")
+    p.add_argument("-o", "--out", default="ledger.jsonl")
+    p.add_argument("--since", type=float, default=0.0, help="only requests from this epoch time")
+    p.set_defaults(func=_cmd_ledger_export)
 
     p = verbs.add_parser("report", help="re-render report.md and plots from a result.json")
     p.add_argument("result")

@@ -105,8 +105,11 @@ class Slo:
     def gates(self) -> list[tuple[str, float]]:
         """(summary distribution key, limit) of every percentile gate this SLO sets."""
         out = [("ttft_s", self.ttft_p95_s)]
-        out += [(k, v) for k, v in (("tpot_s", self.tpot_s), ("itl_s", self.itl_s),
-                                    ("e2e_s", self.e2e_s)) if v is not None]  # fmt: skip
+        out += [
+            (k, v)
+            for k, v in (("tpot_s", self.tpot_s), ("itl_s", self.itl_s), ("e2e_s", self.e2e_s))
+            if v is not None
+        ]
         return out
 
     def judge(self, summary: dict) -> list[dict]:
@@ -115,8 +118,15 @@ class Slo:
         rows = []
         for metric, limit in self.gates():
             value = summary[metric][key]
-            rows.append({"metric": metric, "percentile": self.percentile, "limit": limit,
-                         "value": value, "met": bool(value <= limit)})  # fmt: skip
+            rows.append(
+                {
+                    "metric": metric,
+                    "percentile": self.percentile,
+                    "limit": limit,
+                    "value": value,
+                    "met": bool(value <= limit),
+                }
+            )
         return rows
 
     def describe(self) -> str:

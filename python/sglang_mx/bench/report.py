@@ -65,14 +65,23 @@ def markdown(result: dict) -> str:
             )
             lines.append("")
     slo_text = sweep.get("slo_text") or f"TTFT p95 <= {sweep.get('slo', 5.0)} s"
-    if knee:
+    if result.get("verdict"):
+        lines += verdict_lines(result["verdict"])
+    elif knee:
         lines.append(
             f"Knee ({slo_text}, 100% success): {x_name} {knee['x']}, "
             f"{_fmt(knee['output_tok_s'])} output tok/s, TTFT p95 {_fmt(knee['ttft_p95_s'])} s."
         )
     else:
         lines.append(f"No point met {slo_text} with 100% success.")
+    lines += ["", "Checks:", ""] + checks_lines(sweep["points"])
     if result.get("cost"):
+        if result["cost"].get("price_source"):
+            lines += [
+                "",
+                f"Price: ${result['cost']['price_per_gpu_hour']:g}/GPU-h, "
+                f"source: {result['cost']['price_source']}.",
+            ]
         lines += ["", "| cost figure | value |", "|---|---:|"]
         lines += [
             f"| {k} | {_fmt(v)} |" for k, v in result["cost"].items() if isinstance(v, (int, float))
@@ -80,6 +89,64 @@ def markdown(result: dict) -> str:
     for w in result.get("warnings", []):
         lines.append(f"\n> WARNING: {w}")
     return "\n".join(lines) + "\n"
+
+
+def verdict_lines(v: dict) -> list[str]:
+    lo, hi = v["ci95"]
+    lines = [
+        f"## Verdict: {v['verdict'].upper()}",
+        "",
+        f"Claim `{v['claim']}`: {v['claim_text']}.",
+        f"Measured {v['figure']} per {v['per']}: {_fmt(v['measured'])} over {v['repeats']} "
+        f"repeats, 95% interval [{_fmt(lo)}, {_fmt(hi)}], measured / claimed {v['ratio']:.4g}.",
+        "",
+    ]
+    if v.get("scaled"):
+        lines += ["**THE WORKLOAD WAS SCALED** to run here:", ""]
+        lines += [f"- {c}" for c in v["changes"]] + [""]
+    lines += ["Reasons:", ""] + [f"- {r}" for r in v["reasons"]] + [""]
+    return lines
+
+
+def checks_lines(points: list[dict]) -> list[str]:
+    """Per point: SLO gates, token audit, self-check and server metrics, one line each."""
+    lines = []
+    for p in points:
+        s, x = p["summary"], p["x"]
+        gates = ", ".join(
+            f"{g['metric'][:-2]} p{g['percentile']} {_fmt(g['value'])} "
+            f"{'<=' if g['met'] else '>'} {g['limit']:g}"
+            for g in s.get("slo_gates", [])
+        )
+        lines.append(f"- point {x}: SLO {'met' if s.get('slo_met') else 'MISSED'} ({gates})")
+        a = s.get("audit")
+        if a:
+            state = "ok" if a["ok"] else f"FAILED: {a['message']}"
+            lines.append(
+                f"  - token audit {state} ({len(a['checks'])} checks"
+                + (f"; skipped: {'; '.join(a['skipped'])}" if a["skipped"] else "")
+                + ")"
+            )
+        c = s.get("selfcheck")
+        if c:
+            lag = c["schedule_lag_s"]
+            lines.append(
+                f"  - load generator: schedule lag p50 {_fmt(lag['p50'] * 1e3)} / p99 "
+                f"{_fmt(lag['p99'] * 1e3)} ms, loop lag p99 {_fmt(c['loop_lag_s']['p99'] * 1e3)}"
+                f" ms, client CPU {c['client_cpu_fraction']:.0%} of a core"
+                + (f"; CLIENT-BOUND: {'; '.join(c['reasons'])}" if c["client_bound"] else "")
+            )
+        m = s.get("server_metrics") or {}
+        if m.get("samples"):
+            parts = [
+                f"{k} mean {_fmt(v['mean'])} max {_fmt(v['max'])}"
+                for k, v in m.items()
+                if isinstance(v, dict)
+            ]
+            lines.append(
+                f"  - server ({m['engine']} /metrics, {m['samples']} samples): " + ", ".join(parts)
+            )
+    return lines
 
 
 def plot(result: dict, outdir: Path) -> list[Path]:
@@ -150,4 +217,10 @@ def write_files(
 
 
 def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
-    return write_files(result, Path(outdir), ("result.json", "report.md"), markdown, plot, plots)
+    from sglang_mx.bench.report_html import write_html
+
+    paths = write_files(result, Path(outdir), ("result.json", "report.md"), markdown, plot, plots)
+    paths["html"] = write_html(
+        result, Path(outdir), [p for k, p in paths.items() if k not in ("json", "markdown")]
+    )
+    return paths

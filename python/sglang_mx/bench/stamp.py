@@ -25,6 +25,25 @@ def host_cpu() -> str:
     return f"{os.cpu_count()}-core {platform.machine()} CPU ({cpu_model()}), no GPU"
 
 
+def commit() -> str:
+    """The git commit this package runs from ("unknown" outside a checkout), "+dirty" when its
+    files differ: a figure carries the code it was measured with."""
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
+                              capture_output=True, text=True, timeout=5)  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=here,
+                               capture_output=True, text=True, timeout=5)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if head.returncode:
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def stamp(hardware: str | None = None, config: dict | None = None) -> dict:
     """`hardware` names the accelerator under test (e.g. "8x MI355X"); default: this host's CPU."""
     host = host_cpu()
@@ -34,5 +53,6 @@ def stamp(hardware: str | None = None, config: dict | None = None) -> dict:
         "client_host": host,
         "python": platform.python_version(),
         "versions": versions(),
+        "commit": commit(),
         "config": config or {},
     }

@@ -32,8 +32,12 @@ from sglang_mx.bench.traces_public import (
 from sglang_mx.bench.workload import LengthDist, WorkloadSpec
 
 FORMATS = ("sglang-mx", "mooncake", "azure", "burstgpt", "ledger")
-READERS = {"mooncake": read_mooncake, "azure": read_azure, "burstgpt": read_burstgpt,
-           "ledger": read_ledger}  # fmt: skip
+READERS = {
+    "mooncake": read_mooncake,
+    "azure": read_azure,
+    "burstgpt": read_burstgpt,
+    "ledger": read_ledger,
+}
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,7 @@ def load_trace(path: str | Path, fmt: str = "auto", opts: TraceOptions | None = 
     requests = [
         TraceRequest(
             f"r{i}", i, 0, r.segments, r.output_len, c, arrival_s=r.arrival_s * opts.time_scale
-        )  # fmt: skip
+        )
         for i, (r, c) in enumerate(zip(rows, cached, strict=True))
     ]
     prompt = sum(r.input_len for r in requests)
@@ -157,9 +161,14 @@ def load_trace(path: str | Path, fmt: str = "auto", opts: TraceOptions | None = 
         seed=opts.seed,
     )
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    source = {"path": str(path), "format": fmt, "note": rows_all.note,
-              "skipped": rows_all.skipped, "rows": len(rows_all.rows),
-              "options": asdict(opts)}  # fmt: skip
+    source = {
+        "path": str(path),
+        "format": fmt,
+        "note": rows_all.note,
+        "skipped": rows_all.skipped,
+        "rows": len(rows_all.rows),
+        "options": asdict(opts),
+    }
     prefix = max((n for _, n in prime), default=0)
     return Trace(spec, prefix, prime, requests, created, source)
 

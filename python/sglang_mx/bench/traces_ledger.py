@@ -45,9 +45,14 @@ def export_ledger(db_path: str | Path, out: str | Path, since: float = 0.0) -> i
     with Path(out).open("w") as f:
         f.write(json.dumps({"ledger_export": EXPORT_VERSION, "rows": len(rows)}) + "\n")
         for key_id, model, created, prompt, cached, completion in rows:
-            row = {"key": _hashed(key_id), "model": model, "created": created,
-                   "prompt_tokens": prompt, "cached_tokens": cached,
-                   "completion_tokens": completion}  # fmt: skip
+            row = {
+                "key": _hashed(key_id),
+                "model": model,
+                "created": created,
+                "prompt_tokens": prompt,
+                "cached_tokens": cached,
+                "completion_tokens": completion,
+            }
             f.write(json.dumps(row) + "\n")
     return len(rows)
 

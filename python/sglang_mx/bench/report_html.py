@@ -1,0 +1,124 @@
+"""report.html: one page a person reads for a run, a sweep or a verify: the verdict first (if
+any), the points table, each point's SLO gates, token audit, load-generator self-check and server
+metrics, the cost with its price source, warnings, then the PNG plots (files beside the page).
+Self-contained apart from those PNGs; every value is HTML-escaped."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from sglang_mx.bench.compare import _fmt
+from sglang_mx.bench.report import COLUMNS, _get, checks_lines, verdict_lines
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
+    "text-align:right}th{background:#f3f3f3}.verdict{font-size:1.4em;padding:.4em;"
+    "border-radius:4px}.reproduced{background:#d8f5d8}.not{background:#f8d7d7}"
+    ".inconclusive{background:#fff3cd}.warn{background:#fff3cd;padding:.3em}img{max-width:48%}"
+)
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _list(lines: list[str]) -> str:
+    items = [ln for ln in lines if ln.strip()]
+    return "<ul>" + "".join(f"<li>{_e(x.lstrip('- '))}</li>" for x in items) + "</ul>"
+
+
+def _verdict(v: dict) -> str:
+    cls = {"reproduced": "reproduced", "not reproduced": "not"}.get(v["verdict"], "inconclusive")
+    lines = verdict_lines(v)
+    body = [ln for ln in lines[1:] if ln.strip()]
+    return (
+        f'<div class="verdict {cls}">Verdict: {_e(v["verdict"].upper())}</div>'
+        + _list([ln for ln in body if not ln.startswith("-") and ln != "Reasons:"])
+        + "<h3>Reasons</h3>"
+        + _list([ln for ln in body if ln.startswith("- ")])
+    )
+
+
+def _table(result: dict) -> str:
+    sweep = result["sweep"]
+    head = "".join(f"<th>{_e(c)}</th>" for c in [sweep["kind"], *(c for c, _ in COLUMNS)])
+    rows = []
+    for p in sweep["points"]:
+        cells = [_fmt(float(p["x"]))] + [_fmt(_get(p["summary"], k)) for _, k in COLUMNS]
+        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _audit_tables(result: dict) -> str:
+    out = []
+    for p in result["sweep"]["points"]:
+        a = p["summary"].get("audit")
+        if not a:
+            continue
+        rows = []
+        for c in a["checks"]:
+            counts = ", ".join(
+                f"{k} {_fmt(float(c[k]))}" for k in ("client", "usage", "server") if k in c
+            )
+            if "requests_off" in c:
+                counts = f"{c['requests_off']} requests short"
+            state = "ok" if c["ok"] else "FAILED"
+            rows.append(
+                f"<tr><td>{_e(c['check'])}</td><td>{_e(counts)}</td><td>{_e(state)}</td></tr>"
+            )
+        out.append(
+            f"<h3>Token audit, point {_e(p['x'])}</h3><table><tr><th>check</th>"
+            f"<th>counts</th><th>result</th></tr>{''.join(rows)}</table>"
+        )
+    return "".join(out)
+
+
+def render(result: dict, images: list[str]) -> str:
+    st = result["stamp"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{_e(result['workload'].get('name'))}</title><style>{STYLE}</style></head><body>",
+        f"<h1>Benchmark: {_e(result['workload'].get('name', 'custom'))}</h1>",
+        _list(
+            [
+                f"date: {st['date']}",
+                f"hardware: {st['hardware']}",
+                f"client host: {st['client_host']}",
+                "versions: " + ", ".join(f"{k} {v}" for k, v in st["versions"].items()),
+                f"commit: {st.get('commit', 'unknown')}",
+            ]
+        ),
+    ]
+    if result.get("verdict"):
+        parts.append(_verdict(result["verdict"]))
+    parts += [_table(result), "<h2>Checks</h2>", _list(checks_lines(result["sweep"]["points"]))]
+    parts.append(_audit_tables(result))
+    cost = result.get("cost")
+    if cost:
+        parts.append(
+            f"<h2>Cost</h2><p>${_e(cost['price_per_gpu_hour'])}/GPU-h; source: "
+            f"{_e(cost.get('price_source') or 'not stated')}</p>"
+        )
+        parts.append(
+            "<table>"
+            + "".join(
+                f"<tr><th>{_e(k)}</th><td>{_e(_fmt(v))}</td></tr>"
+                for k, v in cost.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            )
+            + "</table>"
+        )
+    for w in result.get("warnings", []):
+        parts.append(f'<p class="warn">WARNING: {_e(w)}</p>')
+    parts.append("<h2>Plots</h2>")
+    parts += [f'<img src="{_e(name)}" alt="{_e(name)}">' for name in images]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_html(result: dict, outdir: Path, plots: list[Path]) -> Path:
+    path = outdir / "report.html"
+    path.write_text(render(result, [p.name for p in plots]))
+    return path

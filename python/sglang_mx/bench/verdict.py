@@ -1,0 +1,119 @@
+"""From N repeated measurements of a claimed figure to a verdict.
+
+- the 95% confidence interval of the mean: mean +- t(0.975, N-1) * s / sqrt(N) (Student's t;
+  repeats are few, so the normal 1.96 would be too narrow);
+- ratio = mean / claimed;
+- verdict, with every reason that led to it:
+  - `inconclusive` when the run cannot speak for the claim (a scaled workload, other or unstated
+    hardware, a failed token audit, a client-bound run, fewer than 2 repeats) or the interval
+    straddles the threshold;
+  - `not reproduced` when requests failed, a repeat missed the claim's SLO, or the whole interval
+    is on the wrong side of the threshold;
+  - `reproduced` when the whole interval is on the right side: at least (1 - tolerance) x claimed
+    for a throughput, at most (1 + tolerance) x claimed for a latency."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# two-sided 95% Student t quantiles, t(0.975, df) for df = 1..30
+T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+
+
+def t975(df: int) -> float:
+    return T975[df - 1] if 1 <= df <= len(T975) else 1.960
+
+
+def ci95(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high); low and high are NaN for fewer than two values."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    mean = sum(values) / n
+    if n < 2:
+        return mean, math.nan, math.nan
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def decide(
+    claimed: float,
+    values: Sequence[float],
+    higher_is_better: bool,
+    tolerance: float,
+    blockers: Sequence[str] = (),
+    failures: Sequence[str] = (),
+) -> dict:
+    """The verdict record (see the module docstring); `blockers` make it inconclusive whatever
+    the numbers, `failures` (requests failed, SLO missed) make it not reproduced."""
+    mean, lo, hi = ci95(values)
+    ratio = mean / claimed if claimed else math.nan
+    reasons = list(blockers) + list(failures)
+    if len(values) < 2:
+        reasons.append(f"{len(values)} repeat(s) give no interval: run --repeats 3 or more")
+    threshold = claimed * (1 - tolerance if higher_is_better else 1 + tolerance)
+    side = "at least" if higher_is_better else "at most"
+    interval = f"95% interval [{lo:.4g}, {hi:.4g}] (mean {mean:.4g}, ratio {ratio:.3f})"
+    if higher_is_better:
+        right, wrong = lo >= threshold, hi < threshold
+    else:
+        right, wrong = hi <= threshold, lo > threshold
+    if blockers or len(values) < 2:
+        verdict = INCONCLUSIVE
+    elif failures:
+        verdict = NOT_REPRODUCED
+    elif right:
+        verdict = REPRODUCED
+        reasons.append(f"{interval} is {side} {threshold:.4g} (claimed x {threshold / claimed:g})")
+    elif wrong:
+        verdict = NOT_REPRODUCED
+        reasons.append(f"{interval} is not {side} {threshold:.4g} anywhere")
+    else:
+        verdict = INCONCLUSIVE
+        reasons.append(f"{interval} straddles {threshold:.4g}: more repeats may decide")
+    return {
+        "claimed": claimed,
+        "measured": mean,
+        "values": list(values),
+        "ci95": [lo, hi],
+        "ratio": ratio,
+        "threshold": threshold,
+        "tolerance": tolerance,
+        "higher_is_better": higher_is_better,
+        "verdict": verdict,
+        "reasons": reasons,
+    }

@@ -1,0 +1,286 @@
+"""`sglang-mx bench verify CLAIM --url URL`: run a claim file's workload N times against a live
+endpoint and judge the claim (verdict.py), writing result.json, verdict.json, report.md,
+report.html and the plots into one directory.
+
+Exit status: 0 reproduced, 1 not reproduced or inconclusive, 2 the run could not start (a bad
+claim, an unreachable server, a workload that does not fit; one line per problem)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from sglang_mx.bench.limits import BenchError
+
+
+def _target_context(args, limits) -> int | None:
+    """The context --fit-context scales into: its own value, else the server's."""
+    if args.fit_context is None:
+        return None
+    if args.fit_context > 0:
+        return min(args.fit_context, limits.context_length or args.fit_context)
+    if not limits.context_length:
+        raise BenchError("the server does not state its context length; give --fit-context N")
+    return limits.context_length
+
+
+def _lengths(spec) -> str:
+    return f"{spec.input_len.mean:g} in / {spec.output_len.mean:g} out"
+
+
+def build_trace(claim, args, limits):
+    """The claim's trace, and what was changed to run it here ({} when nothing was)."""
+    from sglang_mx.bench.limits import fit_to_context
+    from sglang_mx.bench.tracegen import generate
+    from sglang_mx.bench.traceio import TraceOptions, fit_trace, load_trace
+
+    ctx, changes = _target_context(args, limits), []
+    if claim.trace_path is not None:
+        fmt = claim.raw["workload"].get("trace_format", "auto")
+        opts = TraceOptions(max_requests=args.num_requests)
+        trace = load_trace(claim.trace_path, fmt, opts)
+        if ctx:
+            fitted = fit_trace(claim.trace_path, fmt, opts, ctx)
+            if fitted.spec.name != trace.spec.name:
+                changes.append(
+                    f"trace lengths x{fitted.source['options']['length_scale']:.4g} "
+                    f"to fit a {ctx}-token context (--fit-context)"
+                )
+            trace = fitted
+        if args.num_requests:
+            changes.append(f"first {len(trace.requests)} requests of the trace (--num-requests)")
+        return trace, changes
+    spec = claim.spec()
+    if args.num_requests and args.num_requests != spec.num_requests:
+        changes.append(f"num_requests {spec.num_requests} -> {args.num_requests} (--num-requests)")
+        spec = spec.with_overrides(num_requests=args.num_requests)
+    if ctx:
+        fitted = fit_to_context(spec, ctx)
+        if fitted != spec:
+            factor = fitted.input_len.mean / spec.input_len.mean
+            changes.append(
+                f"lengths x{factor:.4g}: {_lengths(spec)} -> {_lengths(fitted)} "
+                f"tokens to fit a {ctx}-token context (--fit-context)"
+            )
+            spec = fitted
+    return generate(spec), changes
+
+
+def _hardware_blockers(claim, args) -> list[str]:
+    name, gpus = claim.hardware
+    if not args.hardware:
+        return [
+            f"hardware under test not stated (--hardware NAME --gpus N): the claim is for "
+            f"{gpus}x {name}"
+        ]
+    from sglang_mx.bench.hardware import get_hardware
+
+    try:
+        hw = get_hardware(args.hardware)
+    except KeyError as exc:
+        raise BenchError(str(exc).strip("'\"")) from None
+    mine = args.gpus or hw.gpus_per_node
+    if hw.name.lower() != name.lower() or mine != gpus:
+        return [f"hardware under test {mine}x {hw.name} is not the claim's {gpus}x {name}"]
+    return []
+
+
+def _figure(summary: dict, figure: str) -> float:
+    from sglang_mx.bench.report import _get
+
+    return float(_get(summary, figure))
+
+
+def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> dict:
+    """The verdict record of a verify run (verdict.decide over the repeats' figures)."""
+    from sglang_mx.bench.verdict import decide
+
+    blockers = []
+    if changes:
+        blockers.append(
+            "workload scaled (" + "; ".join(changes) + "): a scaled run measures "
+            "another workload, so it can neither reproduce nor refute the claim"
+        )
+    blockers += _hardware_blockers(claim, args)
+    failures = []
+    for i, s in enumerate(summaries, 1):
+        if not s["audit"]["ok"]:
+            blockers.append(f"repeat {i}: token audit failed: {s['audit']['message']}")
+        if s["selfcheck"]["client_bound"]:
+            blockers.append(f"repeat {i}: client-bound: {'; '.join(s['selfcheck']['reasons'])}")
+        if s["errors"]:
+            failures.append(
+                f"repeat {i}: {s['errors']} of {s['requests']} requests failed, "
+                f"first: {s['first_error'][:200]}"
+            )
+        missed = [g for g in s["slo_gates"] if not g["met"]]
+        if missed:
+            text = ", ".join(
+                f"{g['metric'][:-2].upper()} p{g['percentile']} {g['value']:.4g} s "
+                f"> {g['limit']:g} s"
+                for g in missed
+            )
+            failures.append(f"repeat {i} missed the claim's SLO: {text}")
+    divide = gpus if claim.per == "gpu" else 1
+    values = [_figure(s, claim.figure) / divide for s in summaries]
+    out = decide(
+        claim.value,
+        values,
+        claim.higher_is_better,
+        args.tolerance or claim.tolerance,
+        blockers,
+        failures,
+    )
+    out.update(
+        {
+            "claim": claim.id,
+            "figure": claim.figure,
+            "per": claim.per,
+            "claim_text": claim.describe(),
+            "scaled": bool(changes),
+            "changes": changes,
+            "repeats": len(summaries),
+            "gpus_under_test": gpus,
+        }
+    )
+    return out
+
+
+def _cost(claim, args, summary: dict) -> dict:
+    from sglang_mx.bench.cli import cost_inputs
+    from sglang_mx.bench.cost import cost_report
+
+    gpus, price, _, source = cost_inputs(args)
+    if not price:  # nothing stated here: the claim's own price, named as such
+        p = claim.raw["price"]
+        gpus, price = claim.hardware[1], float(p["usd_per_gpu_hour"])
+        source = f"the claim's price: {p['source']} ({p['date']}), for {gpus} GPUs"
+    return cost_report(summary, price, gpus, price_source=source)
+
+
+def cmd_verify(args) -> int:
+    from sglang_mx.bench.claims import load_claim
+    from sglang_mx.bench.cli import run_config
+    from sglang_mx.bench.limits import check_fits, fetch_limits
+    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.report import write_report
+    from sglang_mx.bench.runner import loud, run_trace
+    from sglang_mx.bench.stamp import stamp
+
+    claim = load_claim(args.claim)
+    if args.repeats < 1:
+        raise BenchError(f"--repeats {args.repeats} must be at least 1")
+    cfg = run_config(args)
+    cfg.limits = fetch_limits(cfg.base_url, args.api_key)
+    trace, changes = build_trace(claim, args, cfg.limits)
+    try:
+        check_fits(trace, cfg.limits)
+    except BenchError as exc:
+        raise BenchError(f"claim {claim.id!r}: {exc}") from None
+    warnings = [loud(f"WORKLOAD SCALED: {c}") for c in changes]
+    tokens = SegmentTokens(load_tokenizer(args.tokenizer))
+    prompts = materialize(trace, tokens)
+    sent = max(max(ids) for ids in prompts.values()) if cfg.send_ids else None
+    check_fits(trace, cfg.limits, sent if cfg.api == "completions" else None)
+    slo = claim.slo()
+    points = []
+    for i in range(1, args.repeats + 1):
+        print(
+            f"== {claim.id}: repeat {i} of {args.repeats}, {len(trace.requests)} requests",
+            file=sys.stderr,
+        )
+        res = run_trace(trace, prompts, cfg, tokens, slo)
+        warnings += res.warnings
+        points.append({"x": i, "summary": res.summary, "meta": res.meta})
+    gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
+    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus)
+    median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
+    hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
+    result = {
+        "stamp": stamp(
+            hw_name,
+            {
+                "url": cfg.base_url,
+                "api": cfg.api,
+                "send_ids": cfg.send_ids,
+                "model": points[0]["meta"]["model"],
+                "claim_file": str(claim.path),
+            },
+        ),
+        "workload": trace.spec.to_dict(),
+        "trace_source": trace.source,
+        "claim": claim.raw,
+        "sweep": {
+            "kind": "repeat",
+            "points": points,
+            "knee": None,
+            "slo": slo.ttft_p95_s,
+            "slo_text": slo.describe(),
+        },
+        "gpus": gpus,
+        "cost": _cost(claim, args, median["summary"]),
+        "verdict": verdict,
+        "warnings": warnings,
+    }
+    out = Path(args.out)
+    paths = write_report(result, out)
+    (out / "verdict.json").write_text(
+        json.dumps(
+            {
+                k: verdict[k]
+                for k in (
+                    "claim",
+                    "claimed",
+                    "measured",
+                    "ci95",
+                    "ratio",
+                    "verdict",
+                    "reasons",
+                    "scaled",
+                    "changes",
+                    "figure",
+                    "per",
+                    "values",
+                    "threshold",
+                    "tolerance",
+                    "repeats",
+                )
+            },
+            indent=1,
+            default=str,
+        )
+    )
+    print(Path(paths["markdown"]).read_text())
+    print(
+        f"verdict: {verdict['verdict']} (measured {verdict['measured']:.4g} vs claimed "
+        f"{verdict['claimed']:g}, ratio {verdict['ratio']:.3g}); {out / 'verdict.json'}"
+    )
+    return 0 if verdict["verdict"] == "reproduced" else 1
+
+
+def register(verbs) -> None:
+    from sglang_mx.bench.cli import _one_line_errors, _run_args
+
+    p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95% CI)")
+    p.add_argument("claim", help="claim file (YAML or JSON; benchmark/claims/)")
+    _run_args(p)
+    p.add_argument("--repeats", type=int, default=3, help="runs of the workload (default 3)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        help="share the measured figure may fall short of the claim (default: the "
+        "claim's, else 0.10)",
+    )
+    p.add_argument("--num-requests", type=int, help="fewer requests than the claim (says so)")
+    p.add_argument(
+        "--fit-context",
+        type=int,
+        nargs="?",
+        const=0,
+        default=None,
+        metavar="N",
+        help="scale lengths into the server's context (or N tokens); the verdict "
+        "says the workload was scaled",
+    )
+    p.set_defaults(func=_one_line_errors(cmd_verify))

@@ -1,0 +1,72 @@
+"""`bench verify` end to end against the in-process fake server (real HTTP): a claim far below
+what the fake delivers is reproduced, one far above is not, and verdict.json, report.html and the
+plots are written beside result.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import yaml
+from bench_fake_openai import FakeCache, make_app
+from sglang_mx.bench import cli as bench_cli
+from sglang_mx.testing.inprocess import serve_in_thread
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    bench_cli.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _claim(tmp_path, value: float, **over) -> str:
+    raw = {
+        "schema": 1,
+        "id": "fake-claim",
+        "model": {"name": "fake-model"},
+        "hardware": {"name": "MI355X", "gpus": 8},
+        "engine": {"name": "fake"},
+        "workload": {"input_len": 64, "output_len": 8, "hit_rate": 0.5, "prefix_groups": 2,
+                     "num_requests": 8, "arrival": "concurrency", "concurrency": 4},
+        "slo": {"ttft_s": 5.0},
+        "price": {"usd_per_gpu_hour": 1.48, "source": "test", "date": "2026-12-01"},
+        "claimed": {"figure": "output_tok_s", "value": value, "per": "node", "source": "test"},
+    }  # fmt: skip
+    raw.update(over)
+    path = tmp_path / f"claim-{value:g}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+@pytest.mark.parametrize(("value", "status", "verdict"), [(1.0, 0, "reproduced"),
+                                                          (1e9, 1, "not reproduced")])  # fmt: skip
+def test_verify_against_fake_server(tmp_path, tiny_tokenizer, value, status, verdict):
+    tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    out = tmp_path / "out"
+    with serve_in_thread(make_app(FakeCache(), metrics=True)) as url:
+        argv = ["bench", "verify", _claim(tmp_path, value), "--url", url, "--tokenizer",
+                str(tmp_path), "--hardware", "MI355X", "--repeats", "3", "--warmup", "0",
+                "--no-progress", "-o", str(out)]  # fmt: skip
+        assert _main(argv) == status
+    v = json.loads((out / "verdict.json").read_text())
+    assert v["verdict"] == verdict, v["reasons"]
+    assert len(v["values"]) == 3 and v["claimed"] == value
+    lo, hi = v["ci95"]
+    assert lo <= v["measured"] <= hi
+    assert v["ratio"] == pytest.approx(v["measured"] / value)
+    assert v["scaled"] is False and v["reasons"]
+    result = json.loads((out / "result.json").read_text())
+    assert result["verdict"]["verdict"] == verdict
+    s = result["sweep"]["points"][0]["summary"]
+    assert s["audit"]["ok"], s["audit"]
+    assert {c["check"] for c in s["audit"]["checks"]} >= {
+        "generation_tokens: usage vs server counter",
+        "prompt tokens: client vs usage",
+    }
+    assert "selfcheck" in s and s["server_metrics"]["samples"] >= 1
+    assert result["cost"]["price_source"].startswith("data/hardware.json MI355X")
+    html = (out / "report.html").read_text()
+    assert f"Verdict: {verdict.upper()}" in html and 'src="throughput_vs_load.png"' in html
+    assert (out / "throughput_vs_load.png").read_bytes()[:4] == b"\x89PNG"

@@ -59,6 +59,7 @@ MXFP4_SESSION_MODULES = frozenset(
     {
         "test/sglang_mx/bench/test_bench_agents.py",
         "test/sglang_mx/bench/test_bench_live.py",
+        "test/sglang_mx/bench/test_bench_verify_live.py",
         "test/sglang_mx/provider/test_live_server.py",
         "test/sglang_mx/provider/test_native_routes.py",
         "test/sglang_mx/provider/test_openai_fields.py",
@@ -161,7 +162,10 @@ def mxfp4_server_handle():
     """One real SGLang server on the bundled MXFP4 model, shared by the session."""
     from sglang_mx.assets import bundled_model_path
 
-    yield from _session_server(bundled_model_path("mxfp4"), ["--enable-cache-report"])
+    # --enable-metrics: the bench token audit reads SGLang's Prometheus counters
+    yield from _session_server(
+        bundled_model_path("mxfp4"), ["--enable-cache-report", "--enable-metrics"]
+    )
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,12 @@ class RequestResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
-    expected_cached: int = 0
+    expected_cached: int = 0  # the design: every earlier request's prompt in the cache
+    # the design as far as the server could hold it when this request was sent (reach.py);
+    # None where no runner counted it (then the design)
+    reachable_cached: int | None = None
+    # the most it could find: every request whose first token came before its own (reach.py)
+    possible_cached: int | None = None
     error: str = ""
     requested_output: int = 0  # max_tokens asked for (all of it is due with ignore_eos)
     lag: float = math.nan  # schedule lag: actual send time - intended send time
@@ -146,6 +151,10 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
     prompt = sum(r.prompt_tokens for r in ok)
     cached = sum(r.cached_tokens for r in ok)
     expected = sum(r.expected_cached for r in ok)
+    reachable = sum(r.expected_cached if r.reachable_cached is None else r.reachable_cached
+                    for r in ok)  # fmt: skip
+    possible = sum(r.expected_cached if r.possible_cached is None else r.possible_cached
+                   for r in ok)  # fmt: skip
     out_tokens = sum(r.completion_tokens for r in ok)
     good = [r for r in ok if slo.met_by(r)]
     per_s = (lambda x: x / duration) if duration and duration > 0 else (lambda x: math.nan)
@@ -162,6 +171,8 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
         "output_tokens": out_tokens,
         "cached_tokens": cached,
         "expected_cached_tokens": expected,
+        "reachable_cached_tokens": reachable,
+        "possible_cached_tokens": possible,
         "hit_rate": cached / prompt if prompt else math.nan,
         "expected_hit_rate": expected / prompt if prompt else math.nan,
         "input_tok_s": per_s(prompt),

@@ -119,6 +119,13 @@ def checks_lines(points: list[dict]) -> list[str]:
             for g in s.get("slo_gates", [])
         )
         lines.append(f"- point {x}: SLO {'met' if s.get('slo_met') else 'MISSED'} ({gates})")
+        if s.get("expected_cached_tokens"):
+            lines.append(
+                f"  - cached tokens: {s['cached_tokens']} measured; "
+                f"{s.get('reachable_cached_tokens', '-')} held when each request was sent, "
+                f"{s.get('possible_cached_tokens', '-')} by its first token, "
+                f"{s['expected_cached_tokens']} designed"
+            )
         a = s.get("audit")
         if a:
             state = "ok" if a["ok"] else f"FAILED: {a['message']}"

@@ -12,12 +12,14 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sglang_mx.bench import promscrape
 from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
 from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
 from sglang_mx.bench.metrics import RequestResult, Slo, summarize
+from sglang_mx.bench.reach import SegmentCache, by_first_token, outside_bounds
 from sglang_mx.bench.selfcheck import CpuClock, LoopProbe, selfcheck
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 
@@ -163,9 +165,11 @@ async def send_one(
     max_tokens: int,
     t0: float,
     intended: float | None = None,
+    on_first: Callable[[], None] | None = None,
 ) -> RequestResult:
     """One streaming request; timings relative to t0 (the run's start); `intended` is when it
-    was due (perf_counter), for the schedule lag."""
+    was due (perf_counter), for the schedule lag; `on_first` is called as its first token
+    arrives."""
     res = RequestResult(request_id=req_id, requested_output=max_tokens)
     if cfg.send_ids and cfg.api != "chat":
         res.client_prompt_tokens = len(ids)
@@ -198,6 +202,8 @@ async def send_one(
                     pieces.append(piece)
                     if last is None:
                         res.ttft = now - sent
+                        if on_first is not None:
+                            on_first()
                     else:
                         res.itl.append(now - last)
                     last = now
@@ -232,11 +238,12 @@ async def _warmup(client, cfg: RunConfig, model: str, tokens, trace: Trace) -> N
 
 async def _prime(
     client, cfg: RunConfig, model: str, prompts: dict, tokens, trace: Trace
-) -> tuple[int, list[str]]:
-    """Send each shared prefix once (1 output token); returns the cached tokens they already had
-    and one error message per priming request that failed (the run goes on without it)."""
-    warm, errors = 0, []
-    for key, _ in trace.prime:
+) -> tuple[int, list[str], list[tuple[str, int]]]:
+    """Send each shared prefix once (1 output token); returns the cached tokens they already
+    had, one error message per priming request that failed (the run goes on without it) and the
+    prefixes that went in."""
+    warm, errors, primed = 0, [], []
+    for key, n in trace.prime:
         ids = prompts[f"prime:{key}"]
         body = _body(cfg, model, ids, 1, False, tokens.text(ids) if tokens else "")
         try:
@@ -248,7 +255,8 @@ async def _prime(
             errors.append(f"priming {key}: HTTP {resp.status_code}: {resp.text[:300]}")
             continue
         warm += _cached(resp.json().get("usage") or {})
-    return warm, errors
+        primed.append((key, n))
+    return warm, errors, primed
 
 
 def _max_sent_id(cfg: RunConfig, prompts: dict[str, list[int]]) -> int | None:
@@ -279,8 +287,8 @@ async def run_trace_async(
             warnings.append(
                 loud("could not flush the prefix cache: hits may come from earlier runs")
             )
-        prime_warm, prime_errors = (
-            await _prime(client, cfg, model, prompts, tokens, trace) if cfg.prime else (0, [])
+        prime_warm, prime_errors, primed = (
+            await _prime(client, cfg, model, prompts, tokens, trace) if cfg.prime else (0, [], [])
         )
         if prime_errors:
             warnings.append(
@@ -302,6 +310,8 @@ async def run_trace_async(
         before = await _quiet_metrics(client, cfg.base_url) if cfg.scrape_metrics else None
         sampler = promscrape.GaugeSampler(client, cfg.base_url, cfg.gauge_interval_s)
         probe, clock = LoopProbe(), CpuClock()
+        # what the server's cache provably holds as each request goes out (reach.py)
+        held = SegmentCache(primed)
         if before is not None:
             sampler.start()
         probe.start()
@@ -318,25 +328,39 @@ async def run_trace_async(
             ids = prompts[r.id]
             text = tokens.text(ids) if (tokens and not (cfg.send_ids and cfg.api != "chat")) else ""
             n_out = r.output_len
+            reachable = 0
+
+            def send():  # held.match and the send with no await between them
+                nonlocal reachable
+                reachable = held.match(r.segments)
+                return send_one(
+                    client, cfg, model, ids, text, r.id, n_out, t0, due,
+                    lambda: held.add(r.segments),
+                )  # fmt: skip
+
             try:
                 if gate is None:
-                    res = await send_one(client, cfg, model, ids, text, r.id, n_out, t0, due)
+                    res = await send()
                 else:
                     async with gate:
                         due = max(due, time.perf_counter())  # a closed loop: when a slot freed
-                        res = await send_one(client, cfg, model, ids, text, r.id, n_out, t0, due)
+                        res = await send()
             finally:
                 done[r.id].set()
             res.expected_cached = (r.expected_cached // cfg.page_size) * cfg.page_size
+            page_reach = (reachable // cfg.page_size) * cfg.page_size
+            res.reachable_cached = min(page_reach, res.expected_cached)
             progress.tick(res.ok)
             return res
 
         results = list(await asyncio.gather(*(one(r) for r in trace.requests)))
+        _possible_cached(trace, results, primed, cfg.page_size)
         cpu_s, wall_s = clock.read()
         await probe.stop()
         await sampler.stop()
         after = await _settled_metrics(client, cfg.base_url, before, len(results))
     summary = summarize(results, slo)
+    summary["cache_bounds"] = outside_bounds(results, WARM_TOLERANCE_TOKENS)
     if tokens is not None:
         count_client_output(results, tokens.tokenizer)
     if tokens is not None and not cfg.send_ids and cfg.api == "completions":
@@ -376,6 +400,14 @@ async def run_trace_async(
     return RunResult(results, summary, warnings, meta)
 
 
+def _possible_cached(trace: Trace, results: list, primed: list, page: int) -> None:
+    """Each result's ceiling of cached tokens, from the order its first tokens came in."""
+    first = {r.request_id: r.start + r.ttft for r in results if not math.isnan(r.ttft)}
+    ceiling = by_first_token(trace.requests, first, primed)
+    for r in results:
+        r.possible_cached = (ceiling[r.request_id] // page) * page
+
+
 async def _quiet_metrics(client, base_url: str, wait_s: float = 2.0):
     """The metrics once the warm-up and priming requests are counted: two scrapes 50 ms apart
     with the same request count (or whatever is there after `wait_s`)."""
@@ -405,32 +437,55 @@ async def _settled_metrics(client, base_url: str, before, n_requests: int, wait_
 
 
 def cache_warnings(summary: dict) -> list[str]:
-    """Loud messages when measured cached tokens stray from the trace's design."""
+    """Loud messages when measured cached tokens stray from the trace's design: above it (a warm
+    cache), below what the server could reach (eviction, pages, caching off), or the design
+    itself out of reach because arrivals overlapped their prefix's first prefill."""
     out = []
     ok = summary["completed"]
     if not ok:
         return out
     measured, expected = summary["cached_tokens"], summary["expected_cached_tokens"]
+    reachable = summary.get("reachable_cached_tokens", expected)
+    ceiling = max(expected, summary.get("possible_cached_tokens", expected))
     tol = max(WARM_TOLERANCE_TOKENS * ok, WARM_TOLERANCE_FRACTION * summary["input_tokens"])
-    if measured == 0 and expected > 0:
+    if measured == 0 and reachable > 0:
         out.append(
             loud(
                 "the endpoint reported no cached tokens: is prefix caching on and "
                 "reported? (SGLang: --enable-cache-report)"
             )
         )
-    elif measured > expected + tol:
+    elif measured > ceiling + tol:
         out.append(
             loud(
-                f"CACHE WAS WARM: {measured} cached tokens vs {expected} designed; "
+                f"CACHE WAS WARM: {measured} cached tokens vs {ceiling} designed; "
                 "results overstate a cold run (flush the cache or restart the server)"
             )
         )
-    elif measured < expected - tol:
+    elif measured < reachable - tol:
         out.append(
             loud(
-                f"fewer cache hits than designed: {measured} vs {expected} tokens "
-                "(eviction, page rounding or prefix caching off)"
+                f"fewer cache hits than designed: {measured} vs {reachable} tokens the server "
+                "already held when each request was sent (eviction, page rounding or prefix "
+                "caching off)"
+            )
+        )
+    bounds = summary.get("cache_bounds") or {}
+    if bounds.get("below_reachable") or bounds.get("above_possible"):
+        out.append(
+            loud(
+                f"cached tokens out of bounds in {bounds['below_reachable']} request(s) below "
+                f"what the server held when they were sent and {bounds['above_possible']} above "
+                f"what they could find, first {bounds['first']}"
+            )
+        )
+    if reachable < expected - tol:
+        out.append(
+            loud(
+                f"ARRIVALS OVERLAPPED: {expected - reachable} of the {expected} designed cached "
+                "tokens were out of reach, their requests sent before the request that first "
+                f"carried the prefix had its first token (measured {measured}); replay slower "
+                "(--trace-time-scale) or at lower load for the whole design"
             )
         )
     return out

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from sglang_mx.bench.limits import PROMPT_RESERVE, fits, longest_request
+from sglang_mx.bench.reach import SegmentCache
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.bench.traces_ledger import read_ledger
 from sglang_mx.bench.traces_public import (
@@ -103,22 +104,12 @@ def _primes(rows: list) -> list[tuple[str, int]]:
 
 
 def expected_cached(rows: list, prime: list[tuple[str, int]]) -> list[int]:
-    """Per row (in arrival order), the prompt tokens an ideal prefix cache already holds."""
-    seen: dict[tuple[str, ...], int] = {(k,): n for k, n in prime}
-    out = []
+    """Per row (in arrival order), the prompt tokens an ideal prefix cache already holds: every
+    earlier row and priming prefix in it (what the runner could reach is counted as it runs)."""
+    cache, out = SegmentCache(prime), []
     for r in rows:
-        cached, chain = 0, ()
-        for key, n in r.segments:
-            chain = (*chain, key)
-            have = seen.get(chain, 0)
-            cached += min(n, have)
-            if have < n:
-                break
-        chain = ()
-        for key, n in r.segments:
-            chain = (*chain, key)
-            seen[chain] = max(seen.get(chain, 0), n)
-        out.append(min(cached, sum(n for _, n in r.segments) - 1))
+        out.append(cache.match(r.segments))
+        cache.add(r.segments)
     return out
 
 

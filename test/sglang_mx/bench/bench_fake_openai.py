@@ -21,6 +21,11 @@ class FakeCache:
         self.flushes = 0
 
     def lookup_insert(self, ids: list[int]) -> int:
+        cached = self.lookup(ids)
+        self.prompts.append(ids)
+        return cached
+
+    def lookup(self, ids: list[int]) -> int:
         best = 0
         for p in self.prompts:
             n = 0
@@ -29,7 +34,6 @@ class FakeCache:
                     break
                 n += 1
             best = max(best, n)
-        self.prompts.append(ids)
         return min(best, len(ids) - 1)
 
 
@@ -43,6 +47,7 @@ def make_app(
     metrics: bool = False,
     count_extra_generation: int = 0,
     short_by: int = 0,
+    prefill_s: float = 0.0,
 ) -> FastAPI:
     """`context_length`: prompts of that many tokens or more, or prompt + max_tokens above it,
     get SGLang's 400; `advertise` False keeps it out of /v1/models and /get_model_info (a server
@@ -50,7 +55,9 @@ def make_app(
     `metrics`: serve /metrics (SGLang's names); `count_extra_generation` tokens are added to
     its generation counter per request (a server whose counter disagrees with its usage);
     `short_by` streams that many tokens fewer than max_tokens while usage still claims them
-    all."""
+    all. `prefill_s`: a streamed prompt is looked up on arrival but cached only after that
+    long, just before its first token, as SGLang's radix cache takes it once its prefill result
+    is processed (requests arriving meanwhile miss it)."""
     app = FastAPI()
     count = {"n": 0}
     app.state.completions = count
@@ -129,7 +136,8 @@ def make_app(
             )
             error = {"object": "error", "message": message, "type": "BadRequestError"}
             return JSONResponse({**error, "param": None, "code": 400}, 400)
-        cached = cache.lookup_insert(ids)
+        late = prefill_s > 0 and body.get("stream")
+        cached = cache.lookup(ids) if late else cache.lookup_insert(ids)
         usage = {
             "prompt_tokens": len(ids),
             "completion_tokens": body["max_tokens"],
@@ -143,6 +151,9 @@ def make_app(
 
         async def events():
             yield ": PROCESSING\n\n"
+            if late:
+                await asyncio.sleep(prefill_s)
+                cache.prompts.append(ids)
             for _ in range(body["max_tokens"] - short_by):
                 await asyncio.sleep(0.002)
                 yield f"data: {json.dumps({'choices': [{'text': WORD}]})}\n\n"

@@ -1,7 +1,8 @@
 """On the suite's live bundled-MXFP4 SGLang server (--enable-metrics): the public 2,626 tok/s
 claim, scaled to fit, verified end to end (verdict, interval, audit against SGLang's own
 Prometheus counters, self-check, report); the Mooncake and ledger sample traces replayed with
-their prefix sharing measured in SGLang's cached tokens."""
+their prefix sharing measured in SGLang's cached tokens, request by request between what the
+server held when each was sent and what it could find by its first token."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import argparse
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from sglang_mx.bench import cli as bench_cli
+from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
+from sglang_mx.bench.tracegen import TraceRequest
+from sglang_mx.bench.traceio import load_trace
 
 pytestmark = pytest.mark.server
 ROOT = Path(__file__).parents[3]
@@ -54,13 +59,18 @@ def test_verify_scaled_public_claim(live_server, bundled_tokenizer_dir, tmp_path
     assert "THE WORKLOAD WAS SCALED" in (tmp_path / "report.md").read_text()
 
 
-# Mooncake: on 2026-12-01 SGLang reported 6,144 of the 9,216 designed cached tokens (each repeat
-# one 512-token block short; not yet explained, docs/benchmark.md), so its floor is lower
-@pytest.mark.parametrize(("name", "floor"), [("sample-mooncake.jsonl", 0.5),
-                                             ("sample-ledger.jsonl", 0.9)])  # fmt: skip
-def test_trace_sharing_measured_on_server(
-    live_server, bundled_tokenizer_dir, tmp_path, name, floor
-):
+# SGLang caches a prompt once its prefill result is processed, so a request sent while the
+# request that first carried its prefix is still queued or in prefill cannot find it: on this
+# 2-core box the Mooncake sample's repeats often overlap their chain's first request (2026-12-01:
+# 6,144 of 9,216 designed tokens, later 3,584 under heavier load). The bar is therefore per
+# request and exact: at least what the server provably held when it was sent (an earlier sharer
+# had streamed its first token), at most what it could find by its own first token; replayed on
+# a quiet box the two bounds are the whole 9,216-token design (test_bench_reach.py).
+MOONCAKE_DESIGN = 3 * (3 + 2 + 1) * 512  # 3 repeats of chains of 3, 2 and 1 blocks
+
+
+@pytest.mark.parametrize("name", ["sample-mooncake.jsonl", "sample-ledger.jsonl"])
+def test_trace_sharing_measured_on_server(live_server, bundled_tokenizer_dir, tmp_path, name):
     argv = ["bench", "run", "--url", live_server, "--tokenizer", bundled_tokenizer_dir,
             "--trace", str(ROOT / "benchmark" / "traces" / name), "--trace-time-scale", "3",
             "--warmup", "0", "--no-progress", "-o", str(tmp_path)]  # fmt: skip
@@ -68,7 +78,30 @@ def test_trace_sharing_measured_on_server(
     s = json.loads((tmp_path / "result.json").read_text())["sweep"]["points"][0]["summary"]
     assert s["errors"] == 0, s["first_error"]
     assert s["audit"]["ok"], s["audit"]["message"]
-    # SGLang's radix cache found the shared blocks / rebuilt prefixes the trace designed
     assert s["expected_cached_tokens"] > 0.4 * s["input_tokens"]
-    assert s["cached_tokens"] >= floor * s["expected_cached_tokens"], (
-        s["cached_tokens"], s["expected_cached_tokens"])  # fmt: skip
+    if name.startswith("sample-mooncake"):
+        assert s["expected_cached_tokens"] == MOONCAKE_DESIGN
+    # SGLang's radix cache found, request by request, every shared block / rebuilt prefix the
+    # server held when the request was sent, and nothing it could not have held
+    bounds = s["cache_bounds"]
+    assert bounds["below_reachable"] == 0 == bounds["above_possible"], bounds["first"]
+    assert s["reachable_cached_tokens"] <= s["cached_tokens"] <= s["possible_cached_tokens"] + (
+        4 * s["completed"])  # fmt: skip
+    assert s["possible_cached_tokens"] <= s["expected_cached_tokens"]
+    if name.startswith("sample-mooncake"):
+        _chains_still_cached(live_server, bundled_tokenizer_dir)
+
+
+def _chains_still_cached(url: str, tokenizer_dir: str) -> None:
+    """Whatever the replay's timing was, its chains are now in the cache: a request made of a
+    chain's blocks and a tail of its own finds every block, to the token."""
+    trace = load_trace(ROOT / "benchmark" / "traces" / "sample-mooncake.jsonl")
+    tokens = SegmentTokens(load_tokenizer(tokenizer_dir))  # as the CLI builds them
+    chains = {tuple(r.segments[:-1]) for r in trace.requests}
+    assert sorted(sum(n for _, n in c) for c in chains) == [512, 1024, 1536]
+    model = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+    for chain in chains:
+        probe = TraceRequest("probe", 0, 0, [*chain, ("probe-tail", 7)], 1, 0)
+        body = {"model": model, "prompt": tokens.prompt_ids(probe), "max_tokens": 1}
+        usage = httpx.post(f"{url}/v1/completions", json=body, timeout=120).json()["usage"]
+        assert usage["prompt_tokens_details"]["cached_tokens"] == sum(n for _, n in chain), chain

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One TP8 engine on 8x MI355X: the layout of the public 2,626 tok/s result. NOT RUN HERE.
+# One TP8 engine with EAGLE 5/1/6 on 8x MI355X: the low-latency layout (flags: `sglang-mx recipe
+# mi355x-tp8`). Ran on the CPU box scaled to TP2 (test_layouts.py); HiCache is the flag set's
+# only part the CPU run drops (SGLang's HiCache is CUDA-only). Never run on an MI355X here.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-exec sglang-mx serve --host "$HOST" --port "${PORT:-30000}" "${COMMON_ARGS[@]}" \
-  --tp-size 8 --max-running-requests 192
+recipe_args mi355x-tp8
+exec sglang-mx serve --model-path "$MODEL" --host "$HOST" --port "${PORT:-30000}" "${RECIPE_ARGS[@]}"

@@ -124,6 +124,11 @@ class MxDsaAttnBackend(AttentionBackend):
         # Padded rows (req_to_token row 0, SGLang's padding row) attend one token: finite, unused.
         return 1
 
+    def get_cpu_graph_seq_len_fill_value(self) -> int:
+        # SGLang's DP-attention padding (ForwardBatch._pad_inputs_to_size) asks this on a CPU
+        # device, and the CPU graph runner would: the same padded rows as under CUDA graphs.
+        return self.get_cuda_graph_seq_len_fill_value()
+
     def init_forward_metadata_out_graph(self, forward_batch: Any, in_capture: bool = False):
         """Capture and replay: point decode at the fixed buffers' first bs rows."""
         mode = forward_batch.forward_mode

@@ -89,6 +89,11 @@ class MxTritonAttnBackend(AttentionBackend):
         # Padded rows attend one token of row 0 (SGLang's padding slot): finite, unused.
         return 1
 
+    def get_cpu_graph_seq_len_fill_value(self) -> int:
+        # SGLang's DP-attention padding (ForwardBatch._pad_inputs_to_size) asks this on a CPU
+        # device, and the CPU graph runner would: the same padded rows as under CUDA graphs.
+        return self.get_cuda_graph_seq_len_fill_value()
+
     def init_forward_metadata_out_graph(
         self, forward_batch: ForwardBatch, in_capture: bool = False
     ) -> None:

@@ -64,17 +64,18 @@ def _draft_extend_backend(original, factory, *args, **kwargs):
 
 def _draft_decode_backend(original, factory, *args, **kwargs):
     """AROUND `DraftBackendFactory.create_decode_backend`: one draft step (EAGLE with
-    --speculative-num-steps 1, as GLM's MTP recipes run at topk 1) needs none; more steps need
-    SGLang's per-step multi-backend container, which ours do not provide yet."""
+    --speculative-num-steps 1) needs none; more steps get our per-step container
+    (draft_steps.py: one backend of ours per step, chain drafts at topk 1)."""
     from sglang.srt.runtime_context import attention_backends
 
     name = factory.draft_attn_backend or attention_backends()[1]
     if name not in (MX_TRITON, MX_DSA) or factory.speculative_num_steps <= 1:
         return original(factory, *args, **kwargs)
-    raise ValueError(
-        f"--attention-backend {name} serves EAGLE / MTP speculative decoding with "
-        f"--speculative-num-steps 1 (got {factory.speculative_num_steps}): the multi-step draft "
-        "decode backend is not implemented for it"
+    from sglang_mx.attention.draft_steps import MultiStepDraftBackend
+
+    create = _create_mx_dsa if name == MX_DSA else _create_mx_triton
+    return MultiStepDraftBackend(
+        factory.draft_model_runner, create, factory.topk, factory.speculative_num_steps, name
     )
 
 

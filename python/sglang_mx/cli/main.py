@@ -11,6 +11,7 @@ import sys
 # arbitrary trailing SGLang server arguments).
 SUBCOMMANDS = {
     "serve": "sglang_mx.cli.serve",
+    "recipe": "sglang_mx.cli.recipe",
     "quantize": "sglang_mx.cli.quantize",
     "info": "sglang_mx.cli.info",
     "provider": "sglang_mx.provider.cli",

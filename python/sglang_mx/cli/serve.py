@@ -86,6 +86,22 @@ def build_command(args: argparse.Namespace) -> list[str]:
     return cmd + extra
 
 
+def _cpu_rank_refusal(cmd: list[str]) -> str | None:
+    """On a box without a GPU, the one-line reason a launch cannot bind a core per rank (more
+    ranks than usable cores and no SGLANG_CPU_OMP_THREADS_BIND), else None. With cores to spare
+    the CPU platform sets the variable itself (seam/cpu_binding.py)."""
+    from sglang_mx.env import ENV
+    from sglang_mx.seam import cpu_binding
+
+    if os.environ.get(cpu_binding.BIND_ENV) or not ENV.platform_wanted():
+        return None
+    try:
+        cpu_binding.bind_groups(cpu_binding.ranks_from_cli(cmd), os.sched_getaffinity(0))
+    except cpu_binding.CpuBindingError as e:
+        return str(e)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     cmd = build_command(args)
     if args.dry_run:
@@ -93,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # Offline by design: models come from local files, never a hub.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    refusal = _cpu_rank_refusal(cmd)
+    if refusal:
+        print(f"sglang-mx serve: {refusal}", file=sys.stderr, flush=True)
+        return 2
     print(
         f"sglang-mx: serving {cmd[cmd.index('--model-path') + 1]} on http://{args.host}:{args.port}",
         flush=True,

@@ -35,6 +35,15 @@ class MxCpuPlatform(CpuDeviceMixin, SRTPlatform):
             # SGLang sizes the KV pool from free host RAM (millions of tokens, ~60 s to allocate
             # on 2 cores); a development box needs far less.
             server_args.max_total_tokens = DEFAULT_MAX_TOTAL_TOKENS
+        # More ranks than NUMA nodes (--tp 2 on a 2-core box): one core group per rank, or a
+        # one-line refusal, instead of SGLang's assertion in every scheduler.
+        from sglang_mx.seam import cpu_binding
+
+        cpu_binding.apply(server_args)
+        if getattr(server_args, "boundary_reduction", None) == "auto":
+            # DP attention with EP would return the FFN output by reduce_scatterv, which needs
+            # pynccl; gloo (the CPU's collectives) has none. All-reduce + DP scatter instead.
+            server_args.boundary_reduction = "ar"
         if not ENV.busy_poll:
             # An idle scheduler otherwise spins on its sockets and holds a core; on a 2-core box
             # the tokenizer, detokenizer, clients and the provider queue behind it. Sleeping on

@@ -1,0 +1,82 @@
+"""EAGLE's multi-step draft decode container over our backends (attention/draft_steps.py), and
+SGLang's bf16 MoE under expert parallelism on a CPU (seam/moe_native_ep.py), checked without a
+server; served: test_layouts.py (EAGLE 3/1/4 and 5/1/6, TP1 and TP2, EP2)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from sglang_mx.attention.draft_steps import MultiStepDraftBackend, step_view
+from sglang_mx.seam.moe_native_ep import local_experts_forward
+
+
+class _Mode:
+    def __init__(self, name):
+        self.name = name
+
+    def is_idle(self):
+        return self.name == "IDLE"
+
+    def is_decode(self):
+        return self.name == "DECODE"
+
+
+class _Child:
+    def __init__(self, runner):
+        self.seen = []
+
+    def init_forward_metadata(self, fb):
+        self.seen.append((fb.seq_lens.tolist(), fb.seq_lens_cpu.tolist(), fb.seq_lens_sum))
+
+
+def test_each_draft_step_plans_its_own_longer_decode():
+    """Step i attends the committed tokens plus draft tokens 0..i (req_to_token[r, seq_len + j]
+    holds draft j at topk 1): each child gets seq_lens + i + 1; the batch is left as it was."""
+    lens = torch.tensor([5, 9])
+    fb = SimpleNamespace(
+        forward_mode=_Mode("DECODE"), seq_lens=lens, seq_lens_cpu=lens.clone(), seq_lens_sum=14,
+        batch_size=2,
+    )  # fmt: skip
+    box = MultiStepDraftBackend(None, _Child, topk=1, num_steps=4, name="mx_dsa")
+    assert len(box.attn_backends) == 3
+    box.init_forward_metadata(fb)
+    got = [child.seen[-1] for child in box.attn_backends]
+    assert got == [([6, 10], [6, 10], 16), ([7, 11], [7, 11], 18), ([8, 12], [8, 12], 20)]
+    assert fb.seq_lens.tolist() == [5, 9] and fb.seq_lens_sum == 14
+    assert box.attn_backends[0].decode_attention_backend_str == "mx_dsa"
+    with pytest.raises(RuntimeError, match="DECODE batch, got EXTEND"):
+        box.init_forward_metadata(SimpleNamespace(forward_mode=_Mode("EXTEND")))
+    v = step_view(fb, 0)
+    assert v is not fb and v.seq_lens.tolist() == [6, 10]
+
+
+def test_tree_drafts_are_refused_with_what_they_need():
+    with pytest.raises(ValueError, match="topk 1.*got topk 2.*KV row per branch"):
+        MultiStepDraftBackend(None, _Child, topk=2, num_steps=3, name="mx_triton")
+
+
+def test_local_experts_skip_remote_slots():
+    """EP rank's partial MoE: slots with id -1 (another rank's experts) add nothing; the rest
+    equal a per-slot loop in float64 (SGLang's moe_forward_native dies on the -1 ids and
+    counts a token's two slots on one expert once)."""
+    g = torch.Generator().manual_seed(0)
+    t, e, h, i, k = 7, 3, 16, 8, 4
+    x = torch.randn(t, h, generator=g)
+    w13, w2 = torch.randn(e, 2 * i, h, generator=g), torch.randn(e, h, i, generator=g)
+    ids = torch.randint(-1, e, (t, k), generator=g)
+    ids[0] = torch.tensor([0, 0, -1, 2])  # one token twice on expert 0
+    ids[1] = -1  # a token with no local slot
+    weights = torch.rand(t, k, generator=g)
+    out = local_experts_forward(x, w13, w2, weights, ids)
+    ref = torch.zeros(t, h, dtype=torch.float64)
+    for tok in range(t):
+        for s in range(k):
+            ex = int(ids[tok, s])
+            if ex >= 0:
+                gu = w13[ex].double() @ x[tok].double()
+                act = torch.nn.functional.silu(gu[:i]) * gu[i:]
+                ref[tok] += float(weights[tok, s]) * (w2[ex].double() @ act)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5 * ref.abs().max().item())
+    assert torch.equal(out[1], torch.zeros(h))

@@ -80,3 +80,44 @@ def test_local_experts_skip_remote_slots():
                 ref[tok] += float(weights[tok, s]) * (w2[ex].double() @ act)
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5 * ref.abs().max().item())
     assert torch.equal(out[1], torch.zeros(h))
+
+
+@pytest.mark.parametrize("kernels", [False, True], ids=["torch", "triton"])
+def test_each_step_attends_the_committed_tokens_and_the_drafts_so_far(monkeypatch, kernels):
+    """Real mx_dsa children on a real DSATokenToKVPool: draft step i writes its token's latent at
+    req_to_token[r, seq_len + i] (out_cache_loc[i]) and attends exactly the seq_len committed
+    tokens plus drafts 0..i: equal to dense MLA over those slots."""
+    from dsa_pool_support import PAGE, dsa_pool
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
+    from sglang_mx.attention import dsa_math, mx_dsa
+
+    monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if kernels else "0")
+    g = torch.Generator().manual_seed(7)
+    pool = dsa_pool(size=1024, layers=1)
+    kv = pool.get_key_buffer(0)
+    kv.copy_(torch.randn(kv.shape, generator=g))
+    r2t = torch.zeros(3, 256, dtype=torch.int32)
+    r2t[1, :192] = torch.arange(PAGE, PAGE + 192)  # request rows own distinct pages
+    r2t[2, :192] = torch.arange(5 * PAGE, 5 * PAGE + 192)
+    runner = SimpleNamespace(device="cpu", req_to_token_pool=SimpleNamespace(req_to_token=r2t),
+                             token_to_kv_pool=pool, page_size=PAGE)  # fmt: skip
+    steps, heads = 4, 4
+    box = MultiStepDraftBackend(runner, mx_dsa.MxDsaAttnBackend, 1, steps, "mx_dsa")
+    rows, seq = torch.tensor([1, 2]), torch.tensor([40, 70])
+    fb = ForwardBatch(
+        forward_mode=ForwardMode.DECODE, batch_size=2, input_ids=torch.zeros(2, dtype=torch.int64),
+        req_pool_indices=rows, seq_lens=seq, seq_lens_cpu=seq.clone(), seq_lens_sum=110,
+        out_cache_loc=r2t[rows, seq].long(), positions=seq.clone(),
+    )  # fmt: skip
+    box.init_forward_metadata(fb)
+    layer = SimpleNamespace(layer_id=0, tp_q_head_num=heads, v_head_dim=512, scaling=0.1)
+    for i, child in enumerate(box.attn_backends):
+        fb.out_cache_loc = r2t[rows, seq + i].long()  # what draft_forward sets for step i
+        q = torch.randn(2, heads * 576, generator=g)
+        k = torch.randn(2, 1, 576, generator=g)
+        out = child.forward_decode(q, k, None, layer, fb)
+        assert torch.equal(kv[fb.out_cache_loc], k), f"step {i}: latent not written"
+        reqs = [dsa_math.Request(j, 1, int(n) + i + 1, r2t[r, : int(n) + i + 1].long())
+                for j, (r, n) in enumerate(zip(rows.tolist(), seq.tolist(), strict=True))]  # fmt: skip
+        ref = dsa_math.mla_attend(q.view(2, heads, 576), kv, reqs, 0.1, 512).view(2, -1)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4, msg=f"step {i}")

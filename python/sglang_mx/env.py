@@ -60,6 +60,29 @@ class _Env:
             raise ValueError(f"SGLANG_MX_PLATFORM must be auto or cuda-native, got {value!r}")
         return value
 
+    @property
+    def self_check(self) -> str:
+        """SGLANG_MX_SELF_CHECK=auto|1|0: run each of our kernels once at model load, at the
+        model's shapes, against its torch reference, and decline the takeover of an op whose
+        kernel fails ("auto": in processes that serve on a GPU; "1": also on a CPU, through the
+        Triton interpreter; "0": never, our kernels serve unchecked)."""
+        raw = os.environ.get("SGLANG_MX_SELF_CHECK", "auto").strip().lower() or "auto"
+        value = {"1": "on", "true": "on", "on": "on", "0": "off", "false": "off", "off": "off"}
+        if raw != "auto" and raw not in value:
+            raise ValueError(f"SGLANG_MX_SELF_CHECK must be auto, 1 or 0, got {raw!r}")
+        return value.get(raw, "auto")
+
+    @property
+    def self_check_dir(self) -> str:
+        """SGLANG_MX_SELF_CHECK_DIR: where each serving process writes its self-check record
+        (one JSON file per process), which `sglang-mx info` reads."""
+        default = os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+            "sglang_mx",
+            "self-check",
+        )
+        return os.environ.get("SGLANG_MX_SELF_CHECK_DIR") or default
+
     def gpu_visible(self) -> bool:
         import torch
 

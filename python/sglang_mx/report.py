@@ -144,4 +144,12 @@ def collect_info() -> dict[str, Any]:
         "plugin": plugin_status(),
         "kernels": kernels,
         "layers": layer_report(kernels),
+        "self-check": self_check_report(),
     }
+
+
+def self_check_report() -> dict[str, str]:
+    """Each op's serving self-check result, from the records serving processes write."""
+    from sglang_mx.selfcheck.record import summary
+
+    return summary()

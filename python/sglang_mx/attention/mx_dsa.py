@@ -84,7 +84,14 @@ class MxDsaAttnBackend(AttentionBackend):
         self.token_to_kv_pool = model_runner.token_to_kv_pool
         self.page_size = int(model_runner.page_size)
         self.kv_lora_rank = int(self.token_to_kv_pool.kv_lora_rank)
-        self.use_triton = _use_triton(self.device)
+        # The self-check (selfcheck/) runs our decode kernels at this model's shapes first; a
+        # failure leaves decode on the torch path and says why here.
+        self.kernels_declined = None
+        if _use_triton(self.device):
+            from sglang_mx.selfcheck.gate import dsa_declined
+
+            self.kernels_declined = dsa_declined(model_runner)
+        self.use_triton = _use_triton(self.device) and self.kernels_declined is None
         self.requests: list[dsa_math.Request] = []
         # Decode on the kernels: page table and lengths (None: the torch path, over requests).
         self.table: torch.Tensor | None = None
@@ -113,6 +120,11 @@ class MxDsaAttnBackend(AttentionBackend):
     # -- CUDA graphs (decode) -------------------------------------------------------------
 
     def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int) -> None:
+        if self.kernels_declined:
+            raise RuntimeError(
+                f"--attention-backend {BACKEND_NAME}: {self.kernels_declined}; its torch decode "
+                "path cannot be captured: launch with --disable-cuda-graph"
+            )
         from sglang_mx.attention import dsa_triton
 
         device = self.req_to_token.device

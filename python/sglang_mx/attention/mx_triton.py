@@ -60,6 +60,11 @@ class MxTritonAttnBackend(AttentionBackend):
         self.swa_pool = isinstance(self.token_to_kv_pool, SWAKVPool)
         # The delegate writes prefill KV; decode must store/read with its scale convention.
         self.use_kv_scales = self.delegate_name != "torch_native"
+        # The self-check (selfcheck/) runs gqa_decode at this model's shapes first; a failure
+        # sends decode to the delegate as well and says why here.
+        from sglang_mx.selfcheck.gate import gqa_declined
+
+        self.kernel_declined = gqa_declined(model_runner, self.delegate_name)
         self.block_table: torch.Tensor | None = None
         self.seq_lens: torch.Tensor | None = None
         # Host int bounding this batch's lengths (None: plan for the pool's max context).
@@ -133,6 +138,7 @@ class MxTritonAttnBackend(AttentionBackend):
             or layer.is_cross_attention
             or (layer.logit_cap is not None and layer.logit_cap > 0)
             or self.block_table is None
+            or self.kernel_declined is not None
         )
 
     def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kw):

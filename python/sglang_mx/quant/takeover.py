@@ -126,6 +126,16 @@ def take_moe_layer(original, self, layer, prefix: str):
         missing = unsupported_features(layer)
         if missing:
             scheme, why = None, "needs " + ", ".join(missing) + ", which sglang_mx lacks"
+    if scheme is not None:
+        # Our kernels at this layer's shapes against their reference on this device, first.
+        from sglang_mx.quant.moe_dispatch import moe_dispatch
+        from sglang_mx.selfcheck.gate import moe_declined
+
+        backend = moe_dispatch().kernel_backend or "auto"
+        fallback = f"SGLang's {type(self).__name__} MoE method"
+        declined = moe_declined(layer, scheme.act_quant, backend, fallback)
+        if declined:
+            scheme, why = None, declined
     if scheme is None:
         logger.info("sglang_mx: %s stays with SGLang's %s: %s", prefix, type(self).__name__, why)
         return original(self, layer, prefix)

@@ -6,7 +6,8 @@ Each hook into SGLang lives with its concern; `register()` only wires them, in t
 sgl_kernel for the `mx_cuda` platform (`cuda_setup`), (2) the request guards (`guards.hooks`),
 (3) on our platforms, what DSA models need there (`attention.dsa_cpu`); on a CPU box, what EAGLE
 (MTP) speculative decoding needs there (`seam.spec_cpu`) and SGLang's bf16 MoE under expert
-parallelism (`seam.moe_native_ep`); on mx_cuda, torch in place of two JIT
+parallelism (`seam.moe_native_ep`), and PD disaggregation's prefill side over Mooncake TCP
+(`seam.pd_cpu`); on mx_cuda, torch in place of two JIT
 CUDA kernels (`cuda_hooks`), (4) the `mx_triton` and `mx_dsa` attention backends, (5) the
 checkpoint check before SGLang loads weights (`checkpoint`), (6) on a GPU node with SGLang's
 in-tree platform, the MXFP4 MoE takeover (`quant.takeover`).
@@ -47,10 +48,11 @@ def register() -> None:
     if cpu_box or cuda_native:
         dsa_cpu.register()
     if cpu_box:
-        from sglang_mx.seam import moe_native_ep, spec_cpu
+        from sglang_mx.seam import moe_native_ep, pd_cpu, spec_cpu
 
         spec_cpu.register()
         moe_native_ep.register()
+        pd_cpu.register()
     if cuda_native:
         from sglang_mx.seam import cuda_hooks
 

@@ -58,6 +58,30 @@ def test_apply_sets_the_variable_only_when_needed(monkeypatch):
         CB.apply(_args(tp_size=4))
 
 
+def test_each_node_of_a_multinode_launch_binds_its_own_ranks(monkeypatch):
+    """SGLang asserts on all nodes' ranks but indexes the variable by the local device id (0 on
+    a node with one rank): a node's value holds its own ranks; loopback nodes share the box."""
+    monkeypatch.setattr(CB, "numa_nodes", lambda: 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+
+    def bind(**kw):
+        monkeypatch.delenv(CB.BIND_ENV, raising=False)
+        return CB.apply(_args(nnodes=2, **kw))
+
+    loop = "127.0.0.1:5000"
+    assert bind(node_rank=0, dist_init_addr=loop) == "0,1"
+    assert bind(node_rank=1, dist_init_addr=loop) == "2,3"
+    assert bind(tp_size=4, node_rank=1, dist_init_addr="localhost:5000") == "2|3"
+    # a real second node has its own cores: all of them for its one rank
+    assert bind(node_rank=1, dist_init_addr="10.0.0.2:5000") == "0,1,2,3"
+    monkeypatch.setattr(CB, "numa_nodes", lambda: 2)  # one NUMA node per rank in all
+    assert bind(node_rank=1, dist_init_addr=loop) is None
+    monkeypatch.setattr(CB, "numa_nodes", lambda: 1)
+    with pytest.raises(CB.CpuBindingError, match="--node-rank 2 is outside 0..1"):
+        bind(node_rank=2, dist_init_addr=loop)
+    assert CB.on_loopback("[::1]:5000") and not CB.on_loopback(None)
+
+
 def test_serve_refuses_more_ranks_than_cores_in_one_line():
     env = {k: v for k, v in os.environ.items() if k != CB.BIND_ENV}
     ranks = len(os.sched_getaffinity(0)) + 1

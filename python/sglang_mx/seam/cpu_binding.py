@@ -6,6 +6,12 @@ group per rank ("0|1"). A 2-core development box has one node, so `--tp 2` died 
 assertion. The CPU platform now splits the cores it may use into one contiguous group per rank
 on this node and sets the variable (the scheduler processes inherit it); an explicit setting
 always wins, and fewer cores than ranks is refused in one line naming the variable.
+
+SGLang asserts on the whole launch's rank count (dp x tp x pp, `distributed/bootstrap.py`) but
+indexes the variable by each rank's local device id (0..local ranks - 1 on every node), so with
+`--nnodes N` each node's value holds its own ranks' groups only. When `--dist-init-addr` is a
+loopback address, all the "nodes" run on this box: each takes its node rank's slice of the cores,
+so the two processes of a loopback `--nnodes 2 --tp 2` do not share one.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ def bind_groups(ranks: int, cpus: Sequence[int]) -> str:
     cpus = sorted(cpus)
     if ranks > len(cpus):
         raise CpuBindingError(
-            f"{ranks} SGLang ranks on this node but only {len(cpus)} usable CPU cores: use fewer "
+            f"{ranks} SGLang ranks on this host but only {len(cpus)} usable CPU cores: use fewer "
             f'ranks, or set {BIND_ENV} to one core group per rank (e.g. "0|1")'
         )
     size, extra = divmod(len(cpus), ranks)
@@ -48,6 +54,27 @@ def bind_groups(ranks: int, cpus: Sequence[int]) -> str:
         groups.append(",".join(str(c) for c in cpus[start : start + n]))
         start += n
     return "|".join(groups)
+
+
+def on_loopback(dist_init_addr: str | None) -> bool:
+    """Whether `--dist-init-addr` (HOST:PORT) names this box's loopback: every node is here."""
+    if not dist_init_addr:
+        return False
+    host = dist_init_addr.rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def node_groups(
+    local: int, nnodes: int, node_rank: int, loopback: bool, cpus: Sequence[int]
+) -> str:
+    """This node's SGLANG_CPU_OMP_THREADS_BIND: a group per local rank over its usable cores;
+    on loopback, node `node_rank`'s slice of a split over all nodes' ranks."""
+    if not (loopback and nnodes > 1):
+        return bind_groups(local, cpus)
+    if not 0 <= node_rank < nnodes:
+        raise CpuBindingError(f"--node-rank {node_rank} is outside 0..{nnodes - 1} (--nnodes)")
+    groups = bind_groups(local * nnodes, cpus).split("|")
+    return "|".join(groups[node_rank * local : (node_rank + 1) * local])
 
 
 def numa_nodes() -> int:
@@ -69,13 +96,18 @@ def apply(server_args: Any) -> str | None:
     dp_attention = bool(getattr(server_args, "enable_dp_attention", False)) or (
         int(getattr(server_args, "attn_dp_size", 1) or 1) > 1
     )
+    nnodes = max(1, int(getattr(server_args, "nnodes", 1) or 1))
     ranks = local_ranks(
-        server_args.tp_size, server_args.pp_size, server_args.dp_size, dp_attention,
-        server_args.nnodes,
-    )  # fmt: skip
-    if ranks <= numa_nodes():
+        server_args.tp_size, server_args.pp_size, server_args.dp_size, dp_attention, nnodes
+    )
+    # SGLang's assertion counts every node's ranks, so a node with one rank asserts too.
+    if ranks * nnodes <= numa_nodes():
         return None
-    value = bind_groups(ranks, sorted(os.sched_getaffinity(0)))
+    value = node_groups(
+        ranks, nnodes, int(getattr(server_args, "node_rank", 0) or 0),
+        on_loopback(getattr(server_args, "dist_init_addr", None)),
+        sorted(os.sched_getaffinity(0)),
+    )  # fmt: skip
     os.environ[BIND_ENV] = value
     logger.info("sglang_mx: %d ranks on this CPU node: %s=%s", ranks, BIND_ENV, value)
     return value

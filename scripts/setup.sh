@@ -18,6 +18,24 @@ $PIP install --no-deps --no-build-isolation -e ./sgl-kernel-rocm -e .
 # CPU stand-ins for torchvision/sgl_kernel, venv-wide and only where the real package is missing,
 # so SGLang's own entry points (benchmark.serving, bench_one_batch_server, ...) import here.
 "$VENV/bin/python" -m sglang_mx.seam.venv_shims
+# PD disaggregation over Mooncake (docs/scale-out.md), opt-in: SGLANG_MX_PD=1 make setup. The
+# transfer engine's wheel links libibverbs/librdmacm even for TCP (Debian: libibverbs1 librdmacm1).
+if [ "${SGLANG_MX_PD:-0}" = 1 ]; then
+  if ! ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1' \
+      || ! ldconfig -p 2>/dev/null | grep -q 'librdmacm\.so\.1'; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+      libs="libibverbs1 librdmacm1"
+      apt-get install -y -q $libs > /dev/null \
+        || { apt-get update -q > /dev/null && apt-get install -y -q $libs > /dev/null; }
+    else
+      echo "setup: SGLANG_MX_PD=1 needs the system libraries libibverbs1 and librdmacm1" \
+        "(Debian/Ubuntu: sudo apt-get install -y libibverbs1 librdmacm1), then re-run" >&2
+      exit 1
+    fi
+  fi
+  $PIP install "mooncake-transfer-engine-non-cuda==0.3.13.post1"
+  "$VENV/bin/python" -c "import mooncake.engine; print('setup ok: mooncake transfer engine')"
+fi
 "$VENV/bin/python" - <<'PY'
 import torch, sglang, triton
 assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"

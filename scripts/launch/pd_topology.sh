@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# provider -> sglang-router (PD mode) -> 1 prefill + 1 decode SGLang server, all on one host, KV
+# moved by Mooncake's transfer engine over TCP (docs/scale-out.md).
+# Usage: scripts/launch/pd_topology.sh MODEL_PATH PRICING_JSON [EXTRA SGLANG ARGS...]
+# Env: PREFILL_PORT (30000), DECODE_PORT (30001), BOOTSTRAP_PORT (8998: the prefill's KV bootstrap
+#      server), ROUTER_PORT (29000), PROVIDER_PORT (8080), DB (provider.sqlite), HOST (127.0.0.1).
+# Needs `SGLANG_MX_PD=1 make setup` (the transfer engine + libibverbs1/librdmacm1).
+# On GPU nodes: drop MC_FORCE_TCP/MOONCAKE_PROTOCOL (RDMA), add --disaggregation-ib-device.
+# Ctrl-C stops everything it started.
+set -euo pipefail
+MODEL=${1:?model path}; PRICING=${2:?pricing json}; shift 2
+PREFILL_PORT=${PREFILL_PORT:-30000}; DECODE_PORT=${DECODE_PORT:-30001}
+BOOTSTRAP_PORT=${BOOTSTRAP_PORT:-8998}; ROUTER_PORT=${ROUTER_PORT:-29000}
+PROVIDER_PORT=${PROVIDER_PORT:-8080}; DB=${DB:-provider.sqlite}; HOST=${HOST:-127.0.0.1}
+PY=${PYTHON:-python}
+$PY -c 'import mooncake.engine' 2>/dev/null \
+  || { echo "no Mooncake transfer engine: run SGLANG_MX_PD=1 make setup" >&2; exit 2; }
+# TCP on loopback: SGLang's wrapper reads MOONCAKE_PROTOCOL, the engine MC_FORCE_TCP.
+export MOONCAKE_PROTOCOL=tcp MC_FORCE_TCP=1
+PD=(--disaggregation-transfer-backend mooncake)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
+
+$PY -m sglang_mx.cli.main serve --model-path "$MODEL" --host "$HOST" --port "$PREFILL_PORT" \
+  "${PD[@]}" --disaggregation-mode prefill --disaggregation-bootstrap-port "$BOOTSTRAP_PORT" \
+  "$@" > prefill.log 2>&1 &
+pids+=($!)
+$PY -m sglang_mx.cli.main serve --model-path "$MODEL" --host "$HOST" --port "$DECODE_PORT" \
+  "${PD[@]}" --disaggregation-mode decode "$@" > decode.log 2>&1 &
+pids+=($!)
+for port in "$PREFILL_PORT" "$DECODE_PORT"; do
+  until curl -sf "http://$HOST:$port/health" > /dev/null; do sleep 2; done
+  echo "http://$HOST:$port ready"
+done
+
+$PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --pd-disaggregation \
+  --prefill "http://$HOST:$PREFILL_PORT" "$BOOTSTRAP_PORT" --decode "http://$HOST:$DECODE_PORT" \
+  > router.log 2>&1 &
+pids+=($!)
+until curl -sf "http://$HOST:$ROUTER_PORT/health" > /dev/null; do sleep 1; done
+echo "router http://$HOST:$ROUTER_PORT (PD) ready"
+
+if [ ! -s "$DB" ]; then
+  echo "first key (shown once):"
+  $PY -m sglang_mx.provider keys create --db "$DB" --name default
+fi
+$PY -m sglang_mx.provider provider --upstream "http://$HOST:$ROUTER_PORT" --pricing "$PRICING" \
+  --db "$DB" --host "$HOST" --port "$PROVIDER_PORT" &
+pids+=($!)
+echo "provider http://$HOST:$PROVIDER_PORT/v1 (Ctrl-C stops all)"
+wait

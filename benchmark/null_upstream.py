@@ -71,7 +71,9 @@ _TOKEN = _event(_CHUNK | {"choices": [{"index": 0, "text": " a", "delta": {"cont
 
 
 async def _stream_n(writer: asyncio.StreamWriter, body: bytes) -> None:
-    """max_tokens tokens, one event each, then usage (prompt length from the body's ids)."""
+    """max_tokens tokens, one event each, then usage (prompt length from the body's ids) when
+    the body asks for it (`stream_options.include_usage`), as OpenAI and SGLang do: a client
+    that does not ask, such as SGLang's own benchmark, reads every event's choices[0]."""
     req = json.loads(body)
     n = max(1, int(req.get("max_tokens") or 1))
     prompt = req.get("prompt")
@@ -82,7 +84,8 @@ async def _stream_n(writer: asyncio.StreamWriter, body: bytes) -> None:
         writer.write(_TOKEN)
         await writer.drain()
         await asyncio.sleep(0)
-    writer.write(_event(_CHUNK | {"choices": [], "usage": usage}))
+    if (req.get("stream_options") or {}).get("include_usage"):
+        writer.write(_event(_CHUNK | {"choices": [], "usage": usage}))
     writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
 
 

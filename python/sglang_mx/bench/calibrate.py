@@ -118,6 +118,8 @@ def _cmd(args) -> int:
 
     url = args.url.rstrip("/")
     fetch_limits(url)  # an unreachable server is one line, exit 2
+    if args.with_sglang:
+        return _cmd_side_by_side(args, url)
     out = calibrate(url, args.output_len, args.start_rate, args.max_rate, args.step_s)
     if out["ceiling"] is None:
         raise BenchError(
@@ -131,6 +133,28 @@ def _cmd(args) -> int:
     return 0
 
 
+def _cmd_side_by_side(args, url: str) -> int:
+    from sglang_mx.bench import calibrate_peer
+    from sglang_mx.bench.stamp import stamp
+
+    rates, rate = [], args.start_rate
+    while rate <= args.max_rate:
+        rates.append(rate)
+        rate *= 2
+    work = Path(args.out).resolve().parent / "calibrate-sglang"
+    out = calibrate_peer.side_by_side(
+        url, args.with_sglang, rates, args.output_len, args.step_s, work
+    )
+    client = "sglang-mx bench runner and python -m sglang.benchmark.serving"
+    out["stamp"] = stamp(None, {"url": url, "client": client})
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(calibrate_peer.table(out))
+    for name, key in (("ours", "ceiling"), ("SGLang's", "sglang_ceiling")):
+        c = out[key]
+        print(f"{name} ceiling: " + (f"{c['req_s']:.1f} req/s" if c else "none (first step)"))
+    return 0
+
+
 def register(verbs) -> None:
     from sglang_mx.bench.cli import _one_line_errors
 
@@ -140,5 +164,11 @@ def register(verbs) -> None:
     p.add_argument("--start-rate", type=float, default=25.0)
     p.add_argument("--max-rate", type=float, default=6400.0)
     p.add_argument("--step-s", type=float, default=STEP_S, help="seconds per rate step")
+    p.add_argument(
+        "--with-sglang",
+        metavar="TOKENIZER_DIR",
+        help="also step SGLang's own benchmark client (python -m sglang.benchmark.serving) "
+        "through the same rates, each right after ours; its prompts from this tokenizer",
+    )
     p.add_argument("-o", "--out", default="calibration.json")
     p.set_defaults(func=_one_line_errors(_cmd))

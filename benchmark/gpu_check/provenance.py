@@ -22,7 +22,8 @@ _MOE = [f"{_PKG}/moe/{f}.py" for f in ("__init__", "_kernels", "_align_kernel", 
                                          "triton_moe", "layout", "config", "_split_k")]  # fmt: skip
 _MOE += [f"{_PKG}/_mx_triton.py", _PKG + "/configs/moe_mxfp4/{arch}.json"]
 _ATTN = [f"{_PKG}/attention/{f}.py" for f in ("_common", "reduce", "split_kv", "fp8_bits")]
-_MLA = [f"{_PKG}/attention/mla_decode.py", *_ATTN, _PKG + "/configs/decode_mla/{arch}.json"]
+_MLA = [f"{_PKG}/attention/mla_decode.py", f"{_PKG}/attention/latent_layout.py", *_ATTN,
+        _PKG + "/configs/decode_mla/{arch}.json"]  # fmt: skip
 _DSA = [f"{_PKG}/attention/dsa_decode.py", *_MLA, _PKG + "/configs/decode_dsa/{arch}.json"]
 _INDEXER = [f"{_PKG}/attention/dsa_indexer.py", f"{_PKG}/attention/_common.py",
             _PKG + "/configs/decode_dsa_indexer/{arch}.json"]  # fmt: skip

@@ -2,7 +2,9 @@
 
 Queries arrive already projected into the latent space: q [B, H, 576] = 512 latent dims (q_nope
 times W_UK) then 64 rope dims. The cache holds one shared entry per token, [num_pages,
-page_size, 576] (latent c_kv then k_pe), bf16 or FP8 e4m3 with one per-tensor dequant scale.
+page_size, row] (latent c_kv then k_pe) in one of SGLang's layouts (latent_layout.py): plain
+576-wide rows, bf16 or FP8 e4m3 with one per-tensor dequant scale, or packed FP8 rows of 656
+bytes (FP8 c_kv, an fp32 scale per 128 values, bf16 k_pe).
 Scores are q_lat.c + q_pe.k_pe; values are the latent c itself, so the output is [B, H, 512]
 in latent space (the caller applies W_UV). Split-KV partials and their merge: split_kv.py.
 One program holds up to BLOCK_H heads (the rank's heads rounded up to a power of two, at least
@@ -21,6 +23,7 @@ import triton
 import triton.language as tl
 
 from sgl_kernel_rocm.attention import _common, fp8_bits, split_kv
+from sgl_kernel_rocm.attention.latent_layout import LatentLayout, is_fp8
 
 KV_LORA_RANK = 512
 ROPE_DIM = 64
@@ -48,32 +51,55 @@ def _tile_rows(KV, bt_row, idx_row, n0, hi, seq_len, stride_kvp, stride_kvt,
 
 
 @triton.jit
-def _load_latent(row, n_mask, D_LAT: tl.constexpr, D_ROPE: tl.constexpr, FP8_ISA: tl.constexpr):
-    """One tile's latent c [N, D_LAT] and rope keys [N, D_ROPE], bf16 (an FP8 tile bit-moved
-    once, worth value * 2^-bias: fp8_bits.py)."""
+def _load_latent(row, n_mask, D_LAT: tl.constexpr, D_ROPE: tl.constexpr, FP8_ISA: tl.constexpr,
+                 PACKED: tl.constexpr, ROPE_OFF: tl.constexpr, SCALE_OFF: tl.constexpr,
+                 GROUP: tl.constexpr, NOPE_UNBIAS: tl.constexpr):  # fmt: skip
+    """One tile's latent c [N, D_LAT] and rope keys [N, D_ROPE] from rows laid out as the cache's
+    LatentLayout says (latent_layout.py: the offsets and scales come from it). Plain rows: bf16
+    (an FP8 tile bit-moved once, worth value * 2^-bias: fp8_bits.py). Packed FP8 rows (bytes):
+    the codes bit-moved the same way, then times their group's fp32 scale * 2^bias (c in fp32,
+    worth its value), and k_pe read as the bf16 it is stored in."""
     if FP8_ISA == "amdgcn":  # 32-bit words of 4 codes, bit-moved once (fp8_bits.py)
         words = row.to(tl.pointer_type(tl.int32))[:, None]
         c = tl.load(  # stream: kv
             words + tl.arange(0, D_LAT // 4)[None, :], mask=n_mask[:, None], other=0
         )
-        k_pe = tl.load(  # stream: kv_rope
-            words + D_LAT // 4 + tl.arange(0, D_ROPE // 4)[None, :], mask=n_mask[:, None], other=0
-        )
         c = fp8_bits.e4m3_words_as_bf16_amdgcn(c)
-        k_pe = fp8_bits.e4m3_words_as_bf16_amdgcn(k_pe)
+        if not PACKED:
+            k_pe = tl.load(  # stream: kv_rope
+                words + ROPE_OFF // 4 + tl.arange(0, D_ROPE // 4)[None, :],
+                mask=n_mask[:, None], other=0,
+            )  # fmt: skip
+            k_pe = fp8_bits.e4m3_words_as_bf16_amdgcn(k_pe)
     else:
         c = tl.load(  # stream: kv
             row[:, None] + tl.arange(0, D_LAT)[None, :], mask=n_mask[:, None], other=0.0
         )
-        k_pe = tl.load(  # stream: kv_rope
-            row[:, None] + D_LAT + tl.arange(0, D_ROPE)[None, :], mask=n_mask[:, None], other=0.0
-        )
+        if not PACKED:
+            k_pe = tl.load(  # stream: kv_rope
+                row[:, None] + ROPE_OFF + tl.arange(0, D_ROPE)[None, :], mask=n_mask[:, None],
+                other=0.0,
+            )  # fmt: skip
     if FP8_ISA == "ptx":  # one opaque op per 4 codes: each tile converted once
         c = fp8_bits.e4m3_as_bf16_ptx(c)
-        k_pe = fp8_bits.e4m3_as_bf16_ptx(k_pe)
+        if not PACKED:
+            k_pe = fp8_bits.e4m3_as_bf16_ptx(k_pe)
     elif FP8_ISA == "ops":  # the interpreter: the same bit move as integer ops
         c = fp8_bits.e4m3_as_bf16(c)
-        k_pe = fp8_bits.e4m3_as_bf16(k_pe)
+        if not PACKED:
+            k_pe = fp8_bits.e4m3_as_bf16(k_pe)
+    if PACKED:
+        k_pe = tl.load(  # stream: kv_rope
+            (row + ROPE_OFF).to(tl.pointer_type(tl.bfloat16))[:, None]
+            + tl.arange(0, D_ROPE)[None, :], mask=n_mask[:, None], other=0.0,
+        )  # fmt: skip
+        scale = tl.load(  # stream: kv_scale
+            (row + SCALE_OFF).to(tl.pointer_type(tl.float32))[:, None]
+            + tl.arange(0, D_LAT // GROUP)[None, :], mask=n_mask[:, None], other=0.0,
+        )  # fmt: skip
+        n: tl.constexpr = c.shape[0]
+        grouped = tl.reshape(c, (n, D_LAT // GROUP, GROUP))
+        c = tl.reshape(grouped.to(tl.float32) * (scale * NOPE_UNBIAS)[:, :, None], (n, D_LAT))
     return c, k_pe
 
 
@@ -115,6 +141,11 @@ def _mla_decode_split_kernel(
     UPCAST: tl.constexpr,
     KEYS_ON_M: tl.constexpr = False,
     PREFETCH: tl.constexpr = False,
+    PACKED: tl.constexpr = False,
+    ROPE_OFF: tl.constexpr = 512,
+    SCALE_OFF: tl.constexpr = 0,
+    GROUP: tl.constexpr = 512,
+    NOPE_UNBIAS: tl.constexpr = 1.0,
 ):
     b = tl.program_id(0)
     hb = tl.program_id(1)
@@ -144,7 +175,8 @@ def _mla_decode_split_kernel(
         acc = tl.zeros([BLOCK_H, D_LAT], tl.float32)
     # An FP8 tile becomes bf16 codes worth value * 2^-bias (fp8_bits.py); q and P are lifted by
     # Q_LIFT (exact) so products stay normal floats, and KV_UNSCALE = 2^bias / Q_LIFT folds back
-    # into both scales. Identity factors for a bf16 cache.
+    # into both scales. Identity factors for a bf16 cache and for packed FP8 rows, which
+    # _load_latent dequantizes by their group scales.
     q_lat = (q_lat.to(tl.float32) * Q_LIFT).to(q_lat.dtype)
     q_pe = (q_pe.to(tl.float32) * Q_LIFT).to(q_pe.dtype)
     if UPCAST:
@@ -169,7 +201,8 @@ def _mla_decode_split_kernel(
         else:
             row, n_mask = _tile_rows(KV, bt_row, idx_row, n0, hi, seq_len, stride_kvp,
                                      stride_kvt, PAGE, BLOCK_N, SPARSE)  # fmt: skip
-        c, k_pe = _load_latent(row, n_mask, D_LAT, D_ROPE, FP8_ISA)
+        c, k_pe = _load_latent(row, n_mask, D_LAT, D_ROPE, FP8_ISA, PACKED, ROPE_OFF, SCALE_OFF,
+                               GROUP, NOPE_UNBIAS)  # fmt: skip
         c = c.to(q_lat.dtype)
         k_pe = k_pe.to(q_pe.dtype)
         if KEYS_ON_M:
@@ -245,6 +278,7 @@ def mla_decode(
     return_lse: bool = False,
     max_seq_len: int | None = None,
     tile_config: dict | None = None,
+    layout: LatentLayout | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Absorbed MLA decode: q [B, H, 512+64] over a paged latent cache -> [B, H, 512].
 
@@ -255,24 +289,38 @@ def mla_decode(
     sync either way (see _common.py); CUDA-graph capturable with a fixed `num_splits`.
     `tile_config` overrides entries of the arch table's launch config (BLOCK_N, num_warps,
     BLOCK_H, KEYS_ON_M, PREFETCH; e.g. a TILE_VARIANTS entry), for benchmarks and tests.
+    `layout` says how the cache stores a row (latent_layout.py; default plain rows of q's
+    width); packed FP8 rows carry their own scales, so they take no `kv_scale`.
     """
     if kv_cache.dim() == 2:
         kv_cache = kv_cache.unsqueeze(1)
     batch, heads, d = q.shape
-    _, page_size, dkv = kv_cache.shape
     d_lat = d - ROPE_DIM
-    if dkv != d or d_lat != _common.next_pow2(d_lat):
+    if d_lat <= 0 or d_lat != _common.next_pow2(d_lat):
         raise ValueError(
-            f"q [B, H, {d}] and cache [..., {dkv}] must both be a power-of-two "
-            f"latent plus {ROPE_DIM} rope dims (GLM-5: 512 + 64)"
+            f"q [B, H, {d}] must be a power-of-two latent plus {ROPE_DIM} rope dims "
+            "(GLM-5: 512 + 64)"
         )
-    if q.stride(-1) != 1 or kv_cache.stride(-1) != 1:
-        raise ValueError("q and kv_cache need a contiguous last dim")
+    layout = layout or LatentLayout.plain(d_lat, ROPE_DIM)
+    if (layout.d_lat, layout.d_rope) != (d_lat, ROPE_DIM):
+        raise ValueError(
+            f"q [B, H, {d}] is {d_lat} latent + {ROPE_DIM} rope dims, the layout "
+            f"{layout.d_lat} + {layout.d_rope}"
+        )
+    if layout.packed and kv_scale is not None:
+        raise ValueError("packed FP8 latent rows carry their own scales: pass no kv_scale")
+    cache = layout.kernel_view(kv_cache)
+    page_size = cache.shape[1]
+    if q.stride(-1) != 1:
+        raise ValueError("q needs a contiguous last dim")
     _common.check_block_table(block_table, seq_lens, page_size)
     _common.check_splits(num_splits)
     bound = _common.context_bound(block_table, page_size, max_seq_len)
     sm_scale = (192 + ROPE_DIM) ** -0.5 if sm_scale is None else sm_scale
-    kv_tag = "fp8" if kv_cache.dtype == torch.float8_e4m3fn else "16"
+    # Packed rows have table entries of their own (the per-group dequant holds more registers
+    # than the plain FP8 tiles: e.g. sm90's 64-head FP8 tile spills with it): the DEFAULT ones
+    # until an arch's table names them.
+    kv_tag = "fp8packed" if layout.packed else "fp8" if is_fp8(kv_cache.dtype) else "16"
     op = "decode_mla" if indices is None else "decode_dsa"
     unknown = set(tile_config or {}) - TILE_KEYS
     if unknown:
@@ -289,7 +337,7 @@ def mla_decode(
     if batch:
         _mla_decode_split_kernel[(batch, head_blocks, splits)](
             q,
-            kv_cache,
+            cache,
             block_table,
             seq_lens,
             idx,
@@ -302,7 +350,7 @@ def mla_decode(
             num_idx,
             splits,
             *q.stride()[:2],
-            *kv_cache.stride()[:2],
+            *cache.stride()[:2],
             block_table.stride(0),
             idx.stride(0),
             *parts.strides(),
@@ -314,7 +362,7 @@ def mla_decode(
             SPARSE=indices is not None,
             KEYS_ON_M=bool(cfg.get("KEYS_ON_M", False)),
             PREFETCH=bool(cfg.get("PREFETCH", False)),
-            **fp8_bits.latent_constexprs(kv_cache.dtype, fp8_bits.host_isa()),
+            **layout.kernel_constexprs(kv_cache, fp8_bits.host_isa()),
             **_common.launch_options(cfg, q),
         )
     return parts.finish(return_lse)
@@ -328,16 +376,19 @@ def mla_decode_ref(
     kv_scale: _common.Scale = None,
     sm_scale: float | None = None,
     indices: torch.Tensor | None = None,
+    layout: LatentLayout | None = None,
 ) -> torch.Tensor:
     """Float64 reference of mla_decode, over its tensors (q, kv_cache, block_table, seq_lens);
     with `indices` [B, K] only those positions (-1/out of range skipped, duplicates counted as
-    often as listed) are attended. No visible key yields zeros."""
+    often as listed) are attended; `layout` unpacks the cache rows (latent_layout.py). No
+    visible key yields zeros."""
     q, kv_cache, block_table, seq_lens = tensors
     if kv_cache.dim() == 2:
         kv_cache = kv_cache.unsqueeze(1)
     batch, heads, d = q.shape
     page = kv_cache.shape[1]
     d_lat = d - ROPE_DIM
+    layout = layout or LatentLayout.plain(d_lat, ROPE_DIM)
     sm_scale = (192 + ROPE_DIM) ** -0.5 if sm_scale is None else sm_scale
     scale = _scalar(kv_scale)
     out = torch.zeros(batch, heads, d_lat, dtype=torch.float64, device=q.device)
@@ -350,7 +401,7 @@ def mla_decode_ref(
             pos = pos[(pos >= 0) & (pos < n)]
         if pos.numel() == 0:
             continue
-        kv = kv_cache[block_table[b, pos // page].long(), pos % page].double() * scale
+        kv = layout.unpack(kv_cache[block_table[b, pos // page].long(), pos % page]) * scale
         s = torch.einsum("hd,nd->hn", q[b].double(), kv) * sm_scale
         out[b] = torch.softmax(s, dim=-1) @ kv[:, :d_lat]
     return out

@@ -121,7 +121,8 @@ def decode_configs(op: str, arch: str) -> list[dict]:
     return out
 
 
-_KV = {"bf16": ("*bf16", 2), "fp8": ("*fp8e4nv", 1)}
+# "fp8packed": SGLang's packed FP8 latent rows, read as bytes (attention/latent_layout.py).
+_KV = {"bf16": ("*bf16", 2), "fp8": ("*fp8e4nv", 1), "fp8packed": ("*u8", 1)}
 
 
 def kv_type(arch: str, kv: str) -> tuple[str, int]:

@@ -7,11 +7,14 @@ import json
 from sgl_kernel_rocm.compile_check.cases.base import Case, build, kv_type, table
 
 MLA_HEADS = (8, 64)  # GLM-5.2 heads per rank: TP8 (64 / 8) and DP attention (all 64)
+KV_KINDS = ("bf16", "fp8", "fp8packed")  # plain bf16 / FP8 rows, SGLang's packed FP8 rows
 
 
 def mla_cases(arch: str) -> list[Case]:
     """Dense MLA and DSA sparse decode (same kernel): GLM-5.2 latent 512 + rope 64, page 64;
-    8 heads per rank under TP8 and 64 under DP attention, BLOCK_H as the wrapper picks it."""
+    8 heads per rank under TP8 and 64 under DP attention, BLOCK_H as the wrapper picks it.
+    Besides bf16 and plain FP8 rows, SGLang's packed FP8 rows (latent_layout.py: 656 bytes,
+    FP8 latent + an fp32 scale per 128 + bf16 rope), under their own table key."""
     from sgl_kernel_rocm.attention.mla_decode import mla_block_h
 
     out = []
@@ -25,21 +28,22 @@ def mla_cases(arch: str) -> list[Case]:
 
 
 def mla_configs(op: str, arch: str) -> list[tuple[int, str, dict]]:
-    """(heads, kv, config) the wrapper can launch: a `h{H}_d576_kv{16,fp8}` entry serves only
-    that head count and cache dtype, DEFAULT (or the heuristic) every other one."""
+    """(heads, kv, config) the wrapper can launch: a `h{H}_d576_kv{16,fp8,fp8packed}` entry
+    serves only that head count and cache layout, DEFAULT (or the heuristic) every other one."""
     from sgl_kernel_rocm.attention._common import gpu_decode_heuristic
 
     shipped = table(op, arch)
     if shipped is None:
-        return [(h, kv, gpu_decode_heuristic(1)) for h in MLA_HEADS for kv in ("bf16", "fp8")]
+        return [(h, kv, gpu_decode_heuristic(1)) for h in MLA_HEADS for kv in KV_KINDS]
+    tags = {"16": "bf16", "fp8": "fp8", "fp8packed": "fp8packed"}
     named = {}
     for key in shipped:
         if key.startswith("h") and "_d576_kv" in key:
             heads = int(key[1:].split("_")[0])
-            named[(heads, "fp8" if key.endswith("fp8") else "bf16")] = key
+            named[(heads, tags[key.split("_kv")[-1]])] = key
     seen, out = set(), []
     for heads in MLA_HEADS:
-        for kv in ("bf16", "fp8"):
+        for kv in KV_KINDS:
             key = named.get((heads, kv), "DEFAULT")
             for cfg in shipped[key].values():
                 sig = json.dumps([heads, kv, cfg], sort_keys=True)
@@ -49,15 +53,25 @@ def mla_configs(op: str, arch: str) -> list[tuple[int, str, dict]]:
     return out
 
 
-def latent_constexprs(arch: str, kv_t: str) -> dict:
-    """The kernel's FP8 bit-move constexprs for a case's arch and KV type (fp8_bits.py)."""
+def latent_layout(kv: str):
+    """The cache's row layout for a case's KV kind (latent_layout.py): "fp8packed" is SGLang's
+    packed FP8 row, the others plain rows."""
+    from sgl_kernel_rocm.attention.latent_layout import LatentLayout
+
+    return LatentLayout.packed_fp8() if kv == "fp8packed" else LatentLayout.plain()
+
+
+def latent_constexprs(arch: str, kv_t: str, kv: str = "") -> dict:
+    """The kernel's layout and FP8 bit-move constexprs for a case's arch, KV type and kind, as
+    the wrapper passes them (LatentLayout.kernel_constexprs, fp8_bits.py)."""
     import torch
 
-    from sgl_kernel_rocm.attention.fp8_bits import latent_constexprs as of_dtype
     from sgl_kernel_rocm.compile_check.archs import is_amd
 
-    dtypes = {"*fp8e4nv": torch.float8_e4m3fn, "*fp8e4b8": torch.float8_e4m3fnuz}
-    return of_dtype(dtypes.get(kv_t, torch.bfloat16), "amdgcn" if is_amd(arch) else "ptx")
+    dtypes = {"*fp8e4nv": torch.float8_e4m3fn, "*fp8e4b8": torch.float8_e4m3fnuz,
+              "*u8": torch.uint8}  # fmt: skip
+    cache = torch.empty(0, dtype=dtypes.get(kv_t, torch.bfloat16))
+    return latent_layout(kv).kernel_constexprs(cache, "amdgcn" if is_amd(arch) else "ptx")
 
 
 def tile_variant(cfg: dict) -> str:
@@ -66,7 +80,10 @@ def tile_variant(cfg: dict) -> str:
 
 
 def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
+    """One case; `kv_b` is bytes per element of the cache (1 for packed rows, whose width is
+    the layout's row in bytes)."""
     d = 576
+    row = latent_layout(kv).row_width  # cache row width in elements of kv_t
     # Every head block re-reads the latent tile: count only the unique bytes (a program holding
     # all heads reads each once; 16-head blocks of 64 heads would read it 4 times).
     head_blocks = -(-heads // block_h)
@@ -93,8 +110,8 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
             ("num_splits", 7),
             ("stride_qb", heads * d),
             ("stride_qh", d),
-            ("stride_kvp", 64 * d),
-            ("stride_kvt", d),
+            ("stride_kvp", 64 * row),
+            ("stride_kvt", row),
             ("stride_btb", 313),
             ("stride_ib", 2048),
             ("stride_ob", heads * 7 * 512),
@@ -111,13 +128,13 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
             ("BLOCK_H", block_h),
             ("BLOCK_N", bn),
             ("SPARSE", sparse),
-            *latent_constexprs(arch, kv_t).items(),
+            *latent_constexprs(arch, kv_t, kv).items(),
             ("UPCAST", False),
             ("KEYS_ON_M", bool(cfg.get("KEYS_ON_M", False))),
             ("PREFETCH", bool(cfg.get("PREFETCH", False))),
         ),  # fmt: skip
         cfg=cfg,
         stream="kv",
-        stream_bytes_per_iter=bn * d * kv_b // head_blocks,
+        stream_bytes_per_iter=bn * row * kv_b // head_blocks,
         expect=("convert_once",),
     )

@@ -1,7 +1,8 @@
-"""What SGLang 0.5.23 lacks to serve a DSA model (GLM-5, DeepSeek-V3.2) on a CPU box: three
-hooks on its argument resolution and RoPE factory (`register()`, called by the plugin when our
-CPU platform is wanted, and on the mx_cuda platform, where only the KV-dtype rule applies: the
-other two act on a CPU device only). Each says why."""
+"""What SGLang 0.5.23 lacks to serve a DSA model (GLM-5, DeepSeek-V3.2) on a CPU box: hooks on
+its argument resolution and RoPE factory, and on the packed FP8 KV quantizer
+(latent_cache.cpu_quantize_k_cache) (`register()`, called by the plugin when our CPU platform is
+wanted, and on the mx_cuda platform, where only the KV-dtype rule applies: the others act on a
+CPU device only). Each says why."""
 
 from __future__ import annotations
 
@@ -132,3 +133,6 @@ def register() -> None:
         "AROUND",
     )
     hook("sglang.srt.layers.rotary_embedding.factory.get_rope_cpu", _rope_cpu_any_type, "AROUND")
+    from sglang_mx.attention import latent_cache
+
+    hook(latent_cache.QUANTIZER, latent_cache.cpu_quantize_k_cache, "AROUND")

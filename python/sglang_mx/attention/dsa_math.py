@@ -1,7 +1,8 @@
 """Torch MLA + DSA math over SGLang's paged pools: the CPU path, and the reference for the GPU one.
 
 Queries arrive absorbed (q_nope @ W_UK, then the rope part): q [T, H, 512 + 64]. Each token's
-latent cache row is [c_kv (512) | k_pe (64)]; scores are q . row * scale and values are c_kv,
+latent cache row is [c_kv (512) | k_pe (64)] (in one of SGLang's row layouts, plain or packed
+FP8: sgl_kernel_rocm's LatentLayout unpacks it); scores are q . row * scale and values are c_kv,
 so the output [T, H, 512] stays in latent space (the model applies W_UV). A batch is a list of
 requests, each with `extend` new tokens (1 for decode) at the end of `seq_len` cached tokens,
 so prefill, extend over a radix-cache prefix, chunked prefill and mixed prefill+decode batches
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
 from sglang_mx.attention import index_k_pages
 
@@ -77,14 +79,17 @@ def mla_attend(
     scale: float,
     d_latent: int,
     topk_indices: torch.Tensor | None = None,
+    layout: LatentLayout | None = None,
 ) -> torch.Tensor:
-    """Absorbed MLA over the latent pool kv_buf [slots, 1, 576]: q [T, H, 576] -> [T, H, 512].
+    """Absorbed MLA over the latent pool kv_buf [slots, 1, row]: q [T, H, 576] -> [T, H, 512].
 
-    With topk_indices each query attends only its selected keys (and never a future one)."""
+    With topk_indices each query attends only its selected keys (and never a future one).
+    `layout`: how the pool stores a row (default plain rows, read as q's dtype)."""
+    layout = layout or LatentLayout.plain(d_latent, q.shape[-1] - d_latent)
     out = q.new_zeros(q.shape[0], q.shape[1], d_latent)
     for req in requests:
         rows = slice(req.start, req.start + req.extend)
-        kv = kv_buf[req.slots, 0].to(q.dtype)
+        kv = layout.unpack(kv_buf[req.slots, 0], q.dtype)
         s = torch.einsum("ehd,ld->ehl", q[rows], kv) * scale
         mask = causal_mask(req, q.device)
         if topk_indices is not None:

@@ -2,7 +2,8 @@
 
 Page tables come from SGLang's token-level req_to_token rows: with page size P (64 for DSA) a
 request's logical page i lives at slot req_to_token[r, i * P] // P, and the pools are viewed as
-pages: latent [slots, 1, 576] -> [pages, P, 576]; index keys through index_k_pages. Extend
+pages: latent [slots, 1, row] -> [pages, P, row] (row: the pool's LatentLayout, plain 576 values
+or packed FP8 bytes); index keys through index_k_pages. Extend
 batches stay on the torch path (dsa_math): these kernels are decode kernels.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import torch
 from sgl_kernel_rocm.attention import dsa_indexer_scores, dsa_sparse_decode, mla_decode, select_topk
+from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
 from sglang_mx.attention import index_k_pages
 
@@ -75,15 +77,17 @@ def mla_decode_paged(
     seq_lens: torch.Tensor,
     scale: float,
     topk_indices: torch.Tensor | None,
+    layout: LatentLayout | None = None,
 ) -> torch.Tensor:
-    """q [B, H, 576] -> [B, H, 512]: dense mla_decode, or dsa_sparse_decode over topk_indices."""
+    """q [B, H, 576] -> [B, H, 512]: dense mla_decode, or dsa_sparse_decode over topk_indices,
+    over rows in `layout` (the pool's: latent_cache.layout_of; default plain)."""
     cache = paged_latent(kv_buf, page)
     # fp32 queries make the kernel upcast the (bf16) cache rows: no rounding of q.
     q_k = q.contiguous()
     if topk_indices is None:
-        out = mla_decode(q_k, cache, table, seq_lens, sm_scale=scale)
+        out = mla_decode(q_k, cache, table, seq_lens, sm_scale=scale, layout=layout)
     else:
         out = dsa_sparse_decode(
-            q_k, cache, table, seq_lens, topk_indices.contiguous(), sm_scale=scale
+            q_k, cache, table, seq_lens, topk_indices.contiguous(), sm_scale=scale, layout=layout
         )
     return out

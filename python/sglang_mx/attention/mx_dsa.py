@@ -187,11 +187,17 @@ class MxDsaAttnBackend(AttentionBackend):
     # -- attention ----------------------------------------------------------------------
 
     def _attend(self, q, k, v, layer, forward_batch, save_kv_cache, topk_indices):
+        # The pool's latent rows in the layout SGLang chose (plain, or packed FP8 under
+        # --kv-cache-dtype fp8_e4m3 off HIP), written through SGLang's own path.
+        from sglang_mx.attention import latent_cache
+
+        pool = self.token_to_kv_pool
+        layout = latent_cache.layout_of(pool)
         if save_kv_cache and k is not None:
-            self.token_to_kv_pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v)
+            latent_cache.write(pool, layer, forward_batch.out_cache_loc, k, v)
         heads = layer.tp_q_head_num
         q3 = q.reshape(q.shape[0], heads, -1)
-        kv_buf = self.token_to_kv_pool.get_key_buffer(layer.layer_id)
+        kv_buf = pool.get_key_buffer(layer.layer_id)
         if self.table is not None:
             from sglang_mx.attention import dsa_triton
 
@@ -203,10 +209,11 @@ class MxDsaAttnBackend(AttentionBackend):
                 self.seq_lens,
                 layer.scaling,
                 topk_indices,
+                layout,
             )
         else:
             o = dsa_math.mla_attend(
-                q3, kv_buf, self.requests, layer.scaling, self.kv_lora_rank, topk_indices
+                q3, kv_buf, self.requests, layer.scaling, self.kv_lora_rank, topk_indices, layout
             )
         return o.reshape(q.shape[0], heads * self.kv_lora_rank)
 

@@ -1,0 +1,260 @@
+"""`--kv-cache-dtype fp8_e4m3` through mx_dsa on SGLang's real DSATokenToKVPool (page 64), no
+server: the layouts SGLang picks, its own writes of them, and both of our read paths.
+
+SGLang 0.5.23 writes an FP8 DSA latent through `set_mla_kv_buffer` (latent_cache.py):
+- packed rows (a pool with `override_kv_cache_dim`, 656 bytes: what a CPU box gets, where the
+  DSA backends resolve to flashmla_kv; Hopper the same);
+- plain FP8 rows on HIP (`set_mla_kv_buffer_triton_fp8_quant`, reached here by setting the
+  pool module's `_is_hip` after the pool is built: its constructor's HIP branch wants page 1);
+- plain FP8 rows by a cast elsewhere (raw-layout backends: trtllm, tilelang).
+
+SGLang's FP8 writers are Triton kernels, run here by the interpreter. Its fp32 -> e4m3 cast
+(Triton 3.8) rounds without carrying into the exponent (124.3 -> 64), so these tests give the
+interpreter torch's cast (`exact_fp8_casts`) to compare bytes; the CPU server uses a torch twin
+of the packed quantizer instead (latent_cache.cpu_quantize_k_cache, tested below).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from dsa_pool_support import PAGE
+
+LAYERS = 1
+TOPK = 128
+FP8 = torch.float8_e4m3fn
+
+
+@pytest.fixture
+def exact_fp8_casts(monkeypatch):
+    """The Triton interpreter's float -> e4m3 casts done by torch (round to nearest even, the
+    GPU's cvt); every other conversion as the interpreter does it."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    real = interpreter._convert_float
+    targets = {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e4b8: torch.float8_e4m3fnuz}
+    sources = {tl.float32: (np.int32, torch.float32), tl.bfloat16: (np.int16, torch.bfloat16),
+               tl.float16: (np.int16, torch.float16)}  # fmt: skip
+
+    def convert(data, src, dst, rounding_mode):
+        if dst not in targets or src not in sources:
+            return real(data, src, dst, rounding_mode)
+        ints, dtype = sources[src]
+        t = torch.from_numpy(np.frombuffer(data.tobytes(), dtype=ints).copy()).view(dtype)
+        return t.to(targets[dst]).view(torch.uint8).numpy().reshape(data.shape)
+
+    monkeypatch.setattr(interpreter, "_convert_float", convert)
+
+
+def fp8_pool(size: int, kv_cache_dim: int):
+    """A DSATokenToKVPool with an FP8 latent as SGLang builds it for --kv-cache-dtype fp8_e4m3:
+    kv_cache_dim 656 (calculate_mla_kv_cache_dim's scaled layout) or 576 (raw layout)."""
+    from sglang.srt.mem_cache.memory_pool import DSATokenToKVPool
+    from sglang.srt.runtime_context import get_parallel
+
+    get_parallel().override_permanently(attn_dcp_size=1, attn_dcp_rank=0, dcp_enabled=False)
+    return DSATokenToKVPool(
+        size=size,
+        page_size=PAGE,
+        kv_lora_rank=512,
+        dtype=FP8,
+        qk_rope_head_dim=64,
+        layer_num=LAYERS,
+        device="cpu",
+        index_head_dim=128,
+        enable_memory_saver=False,
+        kv_cache_dim=kv_cache_dim,
+    )
+
+
+def _latent(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """[n, 1, 576] c_kv | k_pe with per-column magnitudes over three decades."""
+    col = torch.logspace(-2, 1, 576)[torch.randperm(576)]
+    return (torch.randn(n, 1, 576) * col).to(dtype)
+
+
+def test_interpreter_cast_is_why_the_cpu_quantizes_in_torch(exact_fp8_casts, monkeypatch):
+    """The packed quantizer's torch twin (LatentLayout.quantize, what the CPU server runs)
+    writes SGLang's bytes exactly once the interpreter casts right; with the interpreter's own
+    cast SGLang's kernel writes other codes (the bug the twin avoids: when this starts to pass,
+    a fixed Triton makes the hook unnecessary)."""
+    from sgl_kernel_rocm.attention.latent_layout import LatentLayout
+    from sglang.kernels.ops.quantization.dsa_quant_k_cache import quantize_k_cache_separate
+    from triton.runtime import interpreter
+
+    k = _latent(200, torch.bfloat16)
+    nope, rope = k[..., :512], k[..., 512:]
+    twin = LatentLayout.packed_fp8().quantize(nope, rope)
+    sglang = quantize_k_cache_separate(nope, rope)
+    assert torch.equal(twin[0], sglang[0]) and torch.equal(twin[1], sglang[1])
+    monkeypatch.undo()  # the interpreter's own cast again
+    assert interpreter._convert_float.__name__ == "_convert_float"
+    buggy = quantize_k_cache_separate(nope, rope)
+    assert torch.equal(buggy[1], twin[1])  # bf16 rope: copied, not cast
+    assert not torch.equal(buggy[0][..., :512], twin[0][..., :512])
+
+
+def test_cpu_quantizer_hook_is_registered_and_dispatches(monkeypatch):
+    from sglang_mx.attention import dsa_cpu, latent_cache
+
+    seen = []
+    monkeypatch.setattr(dsa_cpu, "hook", lambda target, fn, kind: seen.append((target, fn, kind)))
+    dsa_cpu.register()
+    assert (latent_cache.QUANTIZER, latent_cache.cpu_quantize_k_cache, "AROUND") in seen
+    calls = []
+
+    def original(*args, **kwargs):
+        calls.append(args)
+        return "sglang"
+
+    k = _latent(3, torch.bfloat16)
+    ours = latent_cache.cpu_quantize_k_cache(original, k[..., :512], k[..., 512:])
+    assert calls == [] and ours[0].shape == (3, 1, 528) and ours[1].shape == (3, 1, 128)
+    meta = torch.empty(3, 1, 512, device="meta")  # any non-CPU tensor: SGLang's kernel
+    assert latent_cache.cpu_quantize_k_cache(original, meta, meta[..., :64]) == "sglang"
+
+
+def test_layout_of_the_pools_sglang_builds():
+    from sgl_kernel_rocm.attention.latent_layout import LatentLayout
+    from sglang_mx.attention import latent_cache
+
+    packed = fp8_pool(128, 656)
+    assert packed.dsa_kv_cache_store_fp8
+    assert latent_cache.layout_of(packed) == LatentLayout.packed_fp8()
+    raw = fp8_pool(128, 576)
+    assert not raw.dsa_kv_cache_store_fp8
+    assert latent_cache.layout_of(raw) == LatentLayout.plain()
+    odd = SimpleNamespace(kv_lora_rank=512, qk_rope_head_dim=64, kv_cache_dim=600, dtype=FP8)
+    with pytest.raises(ValueError, match="600 wide"):
+        latent_cache.layout_of(odd)
+
+
+def _requests(pool, seq_lens):
+    """req_to_token rows over scattered whole pages (SGLang's page allocator), and all slots."""
+    pages = torch.randperm(pool.size // PAGE - 1)[: sum(-(-n // PAGE) for n in seq_lens)] + 1
+    req_to_token = torch.zeros(len(seq_lens), 512, dtype=torch.int32)
+    used = 0
+    for r, n in enumerate(seq_lens):
+        k = -(-n // PAGE)
+        slots = (pages[used : used + k, None] * PAGE + torch.arange(PAGE)).flatten()
+        req_to_token[r, : k * PAGE] = slots.to(torch.int32)
+        used += k
+    return req_to_token
+
+
+def _backend(pool, req_to_token, triton: bool, monkeypatch):
+    from sglang_mx.attention import mx_dsa
+
+    monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
+    runner = SimpleNamespace(
+        device="cpu",
+        req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
+        token_to_kv_pool=pool,
+        page_size=PAGE,
+    )
+    return mx_dsa.MxDsaAttnBackend(runner)
+
+
+def _decode_batch(seq_lens, req_to_token):
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    last = torch.tensor([int(req_to_token[r, n - 1]) for r, n in enumerate(seq_lens)])
+    return SimpleNamespace(
+        forward_mode=ForwardMode.DECODE,
+        seq_lens=torch.tensor(seq_lens),
+        seq_lens_cpu=torch.tensor(seq_lens),
+        req_pool_indices=torch.arange(len(seq_lens)),
+        out_cache_loc=last,
+    )
+
+
+WRITES = {  # layout name -> (kv_cache_dim, on HIP, latent dtype the model hands over)
+    "packed-bf16": (656, False, torch.bfloat16),
+    "packed-fp32": (656, False, torch.float32),  # --dtype float32: rope tail must go bf16
+    "hip-plain": (576, True, torch.bfloat16),
+    "cast-plain": (576, False, torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("case", list(WRITES))
+def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
+    """SGLang's own write of each layout (its bytes checked against the layout's pack), then
+    dense and DSA-sparse decode through the backend on the torch path (what the CPU serves) and
+    the Triton path (the GPU's kernels, interpreted), against the float64 reference over the
+    cache's bytes. Tolerance 1e-4 of the largest output (+ 1e-4): fp32 queries, both paths do
+    fp32 math on the same dequantized values (the Triton kernel's packed dequant is one fp32
+    product); the residue is fp32 rounding (2^-24) over 576-term scores of up to ~50 and their
+    softmax, ~1e-5 of the output's scale. The Triton path over plain FP8 rows: see below."""
+    from sgl_kernel_rocm.attention import mla_decode_ref
+    from sgl_kernel_rocm.attention.latent_layout import LatentLayout
+    from sglang.srt.mem_cache import memory_pool
+    from sglang_mx.attention import dsa_triton, index_k_pages, latent_cache
+
+    dim, hip, dtype = WRITES[case]
+    pool = fp8_pool(1024, dim)
+    hip_writes = []
+    if hip:
+        monkeypatch.setattr(memory_pool, "_is_hip", True)
+        real = memory_pool.set_mla_kv_buffer_triton_fp8_quant
+        spy = lambda *a, **kw: hip_writes.append(a[-1]) or real(*a, **kw)  # noqa: E731
+        monkeypatch.setattr(memory_pool, "set_mla_kv_buffer_triton_fp8_quant", spy)
+    layout = latent_cache.layout_of(pool)
+    assert layout.packed == (dim == 656)
+    seq_lens = [100, 200, 300]  # one dense (< top-k), two sparse
+    req_to_token = _requests(pool, seq_lens)
+    slots = req_to_token[req_to_token > 0].long()
+    k = _latent(len(slots), dtype)
+    layer = SimpleNamespace(layer_id=0, tp_q_head_num=4, v_head_dim=512, scaling=128**-0.5)
+    kv = pool.get_key_buffer(0)
+    kv.view(torch.uint8).fill_(0x7F)  # NaN codes: a row SGLang did not write would show
+    latent_cache.write(pool, layer, slots, k, k[..., :512])
+    if layout.packed:
+        want = LatentLayout.packed_fp8().pack(k.squeeze(1).float()).view(FP8)
+    else:
+        want = k.squeeze(1).to(FP8)
+    assert torch.equal(kv[slots, 0].view(torch.uint8), want.view(torch.uint8)), case
+    assert hip_writes == ([memory_pool.fp8_dtype] if hip else [])  # SGLang's HIP kernel wrote
+
+    buf = pool.get_index_k_with_scale_buffer(0)
+    index_k_pages.store(buf, slots, torch.randn(len(slots), 128), PAGE)
+    batch = _decode_batch(seq_lens, req_to_token)
+    q_index, weights = torch.randn(3, 4, 128), torch.rand(3, 4)
+    q = torch.randn(3, 4 * 576)
+    table = dsa_triton.block_table(req_to_token, PAGE)
+    cache = dsa_triton.paged_latent(kv, PAGE)
+    seq = torch.tensor(seq_lens, dtype=torch.int32)
+    for triton in (False, True):
+        backend = _backend(pool, req_to_token, triton, monkeypatch)
+        backend.init_forward_metadata(batch)
+        topk = backend.index_topk(q_index, weights, buf, batch, TOPK)
+        for sel in (None, topk):
+            extra = {} if sel is None else {"topk_indices": sel}
+            out = backend.forward_decode(q, None, None, layer, batch, False, **extra)
+            ref = mla_decode_ref(
+                q.view(3, 4, 576), cache, table, seq, indices=sel, sm_scale=layer.scaling,
+                layout=layout,
+            )  # fmt: skip
+            where = f"{case} triton={triton} sparse={sel is not None}"
+            assert torch.isfinite(out).all(), where
+            err = (out.view(3, 4, 512).double() - ref).abs()
+            if triton and not layout.packed:
+                # The plain FP8 kernel path (bit-moved codes, lifted q) is 1e-3 off float64
+                # with fp32 queries in the interpreter, at HEAD before this change as well
+                # (not found why); held to the MLA kernel suite's plain-FP8 bound.
+                tol = 2.0**-7 * ref.abs().max() + 1e-4
+            else:
+                tol = 1e-4 * ref.abs().max() + 1e-4
+            assert (err <= tol).all(), f"{where}: max err {float(err.max()):.2e}"
+
+
+def test_fp8_pool_writes_fail_without_the_mla_write():
+    """The write mx_dsa made before (set_kv_buffer) is refused by SGLang for packed pools: why
+    latent_cache goes through set_mla_kv_buffer."""
+    pool = fp8_pool(128, 656)
+    k = _latent(2, torch.bfloat16)
+    with pytest.raises(AssertionError):
+        pool.set_kv_buffer(SimpleNamespace(layer_id=0), torch.tensor([64, 65]), k, k)

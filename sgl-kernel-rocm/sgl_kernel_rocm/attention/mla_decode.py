@@ -64,12 +64,13 @@ def _load_latent(row, n_mask, D_LAT: tl.constexpr, D_ROPE: tl.constexpr, FP8_ISA
         c = tl.load(  # stream: kv
             words + tl.arange(0, D_LAT // 4)[None, :], mask=n_mask[:, None], other=0
         )
-        c = fp8_bits.e4m3_words_as_bf16_amdgcn(c)
         if not PACKED:
             k_pe = tl.load(  # stream: kv_rope
                 words + ROPE_OFF // 4 + tl.arange(0, D_ROPE // 4)[None, :],
                 mask=n_mask[:, None], other=0,
             )  # fmt: skip
+        c = fp8_bits.e4m3_words_as_bf16_amdgcn(c)
+        if not PACKED:
             k_pe = fp8_bits.e4m3_words_as_bf16_amdgcn(k_pe)
     else:
         c = tl.load(  # stream: kv

@@ -20,6 +20,8 @@ a CUDA device and are switched off here, each to SGLang's own host path:
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from sglang_mx.sglang_version import hook
@@ -44,6 +46,22 @@ def _early_send(original, scheduler, *args: Any, **kwargs: Any) -> None:
     return original(scheduler, *args, **kwargs)
 
 
-def register() -> None:
+def disaggregation_launch(argv: Sequence[str]) -> bool:
+    """Whether this process serves one side of PD (`--disaggregation-mode prefill|decode` on its
+    command line; SGLang's spawned schedulers get the launcher's argv back)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--disaggregation-mode"):
+            value = arg.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return value not in ("", "null")
+    return False
+
+
+def register(argv: Sequence[str] | None = None) -> None:
+    """Only in a PD launch: SGLang applies hooks by importing their targets at plugin load, and
+    importing the disaggregation modules there pulls in prometheus_client before SGLang sets
+    PROMETHEUS_MULTIPROC_DIR, so the main process's metrics (sglang:prompt_tokens_total, ...)
+    would vanish from /metrics on every server."""
+    if not disaggregation_launch(sys.argv if argv is None else argv):
+        return
     hook(SENDER_INIT, _host_indices, "AFTER")
     hook(EARLY_SEND, _early_send, "AROUND")

@@ -249,12 +249,3 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
             else:
                 tol = 1e-4 * ref.abs().max() + 1e-4
             assert (err <= tol).all(), f"{where}: max err {float(err.max()):.2e}"
-
-
-def test_fp8_pool_writes_fail_without_the_mla_write():
-    """The write mx_dsa made before (set_kv_buffer) is refused by SGLang for packed pools: why
-    latent_cache goes through set_mla_kv_buffer."""
-    pool = fp8_pool(128, 656)
-    k = _latent(2, torch.bfloat16)
-    with pytest.raises(AssertionError):
-        pool.set_kv_buffer(SimpleNamespace(layer_id=0), torch.tensor([64, 65]), k, k)

@@ -7,6 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+from sglang_mx.bench.cli_args import (
+    _one_line_errors,
+    _run_args,
+    cost_inputs,
+    run_config,
+    slo_from_args,
+)
+
 SPEC_FIELDS = (
     "hit_rate",
     "turns",
@@ -54,36 +62,6 @@ def _spec(args: argparse.Namespace):
     return spec.with_overrides(name=f"{args.preset}+custom") if changed else spec
 
 
-def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", required=True, help="base URL of an OpenAI-compatible server")
-    p.add_argument("--tokenizer", required=True, help="model dir or tokenizer.json (offline)")
-    p.add_argument("--model", help="model name to request (default: first of /v1/models)")
-    p.add_argument("--api", choices=("completions", "chat"), default="completions")
-    p.add_argument("--send-text", action="store_true", help="send decoded text, not token ids")
-    p.add_argument("--no-flush", action="store_true")
-    p.add_argument("--no-ignore-eos", action="store_true")
-    p.add_argument("--page-size", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests sent first")
-    p.add_argument("--api-key")
-    p.add_argument("--slo", type=float, default=5.0, help="TTFT SLO in seconds (at the percentile)")
-    p.add_argument("--slo-tpot", type=float, help="TPOT SLO in seconds (per-request TPOT)")
-    p.add_argument("--slo-itl", type=float, help="ITL SLO in seconds (every inter-token gap)")
-    p.add_argument("--slo-e2e", type=float, help="end-to-end latency SLO in seconds")
-    p.add_argument("--slo-percentile", type=int, default=95, choices=(50, 90, 95, 99))
-    p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
-    p.add_argument("--gpus", type=int, help="GPUs serving the endpoint (default: a node)")
-    p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("-o", "--out", default="bench-results", help="output directory")
-    p.add_argument(
-        "--audit-tolerance",
-        type=float,
-        default=0.01,
-        help="largest relative disagreement of token counts before a run fails",
-    )
-    p.add_argument("--calibration", help="the client's ceiling (bench calibrate's JSON)")
-
-
 def _fit_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fit-context",
@@ -93,76 +71,11 @@ def _fit_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def slo_from_args(args):
-    """The whole SLO the run flags state (metrics.Slo): each limit is both the run's percentile
-    gate and the per-request goodput limit."""
-    from sglang_mx.bench.metrics import Slo
-
-    return Slo(
-        ttft_p95_s=args.slo,
-        ttft_s=args.slo,
-        tpot_s=args.slo_tpot,
-        itl_s=args.slo_itl,
-        e2e_s=args.slo_e2e,
-        percentile=args.slo_percentile,
-    )
-
-
-def cost_inputs(args) -> tuple[int, float, str | None, str]:
-    """(GPUs, $/GPU-h, hardware name, where the price came from)."""
-    from sglang_mx.bench.hardware import get_hardware
-    from sglang_mx.bench.limits import BenchError
-
-    given = "--price on the command line"
-    if args.hardware:
-        try:
-            hw = get_hardware(args.hardware)
-        except KeyError as exc:
-            raise BenchError(str(exc).strip("'\"")) from None
-        gpus = args.gpus or hw.gpus_per_node
-        if args.price is not None:
-            return gpus, args.price, f"{gpus}x {hw.name}", given
-        source = f"data/hardware.json {hw.name}: {hw.price_source}"
-        return gpus, hw.price_per_gpu_hour, f"{gpus}x {hw.name}", source
-    return args.gpus or 1, args.price or 0.0, None, given if args.price else ""
-
-
-def run_config(args):
-    """The runner's settings from the run flags (the server's limits are read separately)."""
-    import json as _json
-
-    from sglang_mx.bench.limits import BenchError
-    from sglang_mx.bench.runner import RunConfig
-
-    calibration = None
-    if getattr(args, "calibration", None):
-        try:
-            calibration = _json.loads(Path(args.calibration).read_text())["ceiling"]
-        except (OSError, ValueError, KeyError) as exc:
-            raise BenchError(
-                f"--calibration {args.calibration}: not a calibration file ({exc})"
-            ) from None
-    return RunConfig(
-        base_url=args.url.rstrip("/"),
-        model=args.model,
-        api=args.api,
-        send_ids=not args.send_text,
-        flush=not args.no_flush,
-        ignore_eos=not args.no_ignore_eos,
-        page_size=args.page_size,
-        progress=not args.no_progress,
-        warmup=args.warmup,
-        api_key=args.api_key,
-        audit_tolerance=args.audit_tolerance,
-        calibration=calibration,
-    )
-
-
 def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.bench.cost import cost_report
     from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-    from sglang_mx.bench.report import write_report
+    from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import run_trace
     from sglang_mx.bench.stamp import stamp
     from sglang_mx.bench.sweep import knee, sweep_specs
@@ -239,25 +152,6 @@ def _execute(args, kind: str, values: list[float]) -> int:
     return 0
 
 
-def _one_line_errors(func):
-    """A run that cannot start (server unreachable, workload too long for its context) ends in
-    one line on stderr and exit status 2, not a traceback."""
-    import functools
-
-    @functools.wraps(func)
-    def wrapper(args) -> int:
-        from sglang_mx.bench.limits import BenchError
-
-        try:
-            return func(args)
-        except BenchError as exc:  # a bad claim file says one line per bad field
-            for line in str(exc).splitlines():
-                print(f"sglang-mx bench: {line}", file=sys.stderr)
-            return 2
-
-    return wrapper
-
-
 def _cmd_gen(args) -> int:
     from sglang_mx.bench.tracegen import generate
 
@@ -328,7 +222,7 @@ def _cmd_ledger_export(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from sglang_mx.bench.report import write_report
+    from sglang_mx.bench.report_html import write_report
 
     result = json.loads(Path(args.result).read_text())
     paths = write_report(result, args.out or Path(args.result).parent)
@@ -439,10 +333,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrencies", help="comma-separated in-flight counts, e.g. 1,2,4,8")
     p.set_defaults(func=_cmd_sweep, trace=None)
 
-    from sglang_mx.bench import calibrate, verify
+    from sglang_mx.bench import calibrate_cli, verify
 
     verify.register(verbs)
-    calibrate.register(verbs)
+    calibrate_cli.register(verbs)
 
     p = verbs.add_parser("ledger-export", help="the provider ledger as a replayable trace")
     p.add_argument("--db", required=True, help="the provider's SQLite file")

@@ -221,13 +221,3 @@ def write_files(
         for p in plotter(result, outdir):
             paths[p.stem] = p
     return paths
-
-
-def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
-    from sglang_mx.bench.report_html import write_html
-
-    paths = write_files(result, Path(outdir), ("result.json", "report.md"), markdown, plot, plots)
-    paths["html"] = write_html(
-        result, Path(outdir), [p for k, p in paths.items() if k not in ("json", "markdown")]
-    )
-    return paths

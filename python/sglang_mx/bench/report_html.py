@@ -9,7 +9,15 @@ import html
 from pathlib import Path
 
 from sglang_mx.bench.compare import _fmt
-from sglang_mx.bench.report import COLUMNS, _get, checks_lines, verdict_lines
+from sglang_mx.bench.report import (
+    COLUMNS,
+    _get,
+    checks_lines,
+    markdown,
+    plot,
+    verdict_lines,
+    write_files,
+)
 
 STYLE = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
@@ -122,3 +130,12 @@ def write_html(result: dict, outdir: Path, plots: list[Path]) -> Path:
     path = outdir / "report.html"
     path.write_text(render(result, [p.name for p in plots]))
     return path
+
+
+def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """result.json, report.md, the PNG plots and report.html of one run in `outdir`."""
+    paths = write_files(result, Path(outdir), ("result.json", "report.md"), markdown, plot, plots)
+    paths["html"] = write_html(
+        result, Path(outdir), [p for k, p in paths.items() if k not in ("json", "markdown")]
+    )
+    return paths

@@ -148,7 +148,7 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
 
 
 def _cost(claim, args, summary: dict) -> dict:
-    from sglang_mx.bench.cli import cost_inputs
+    from sglang_mx.bench.cli_args import cost_inputs
     from sglang_mx.bench.cost import cost_report
 
     gpus, price, _, source = cost_inputs(args)
@@ -161,10 +161,10 @@ def _cost(claim, args, summary: dict) -> dict:
 
 def cmd_verify(args) -> int:
     from sglang_mx.bench.claims import load_claim
-    from sglang_mx.bench.cli import run_config
+    from sglang_mx.bench.cli_args import run_config
     from sglang_mx.bench.limits import check_fits, fetch_limits
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-    from sglang_mx.bench.report import write_report
+    from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import loud, run_trace
     from sglang_mx.bench.stamp import stamp
 
@@ -260,9 +260,9 @@ def cmd_verify(args) -> int:
 
 
 def register(verbs) -> None:
-    from sglang_mx.bench.cli import _one_line_errors, _run_args
+    from sglang_mx.bench.cli_args import _one_line_errors, _run_args
 
-    p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95% CI)")
+    p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95%% CI)")
     p.add_argument("claim", help="claim file (YAML or JSON; benchmark/claims/)")
     _run_args(p)
     p.add_argument("--repeats", type=int, default=3, help="runs of the workload (default 3)")

@@ -9,7 +9,7 @@ from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench.compare import compare, markdown_table
 from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import SegmentTokens, materialize
-from sglang_mx.bench.report import write_report
+from sglang_mx.bench.report_html import write_report
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import run_sweep

@@ -1,0 +1,122 @@
+"""The run flags and their readers that `bench run`, `sweep`, `verify` and `calibrate` share:
+kept apart from cli.py so those commands' modules import them without importing the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="base URL of an OpenAI-compatible server")
+    p.add_argument("--tokenizer", required=True, help="model dir or tokenizer.json (offline)")
+    p.add_argument("--model", help="model name to request (default: first of /v1/models)")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--send-text", action="store_true", help="send decoded text, not token ids")
+    p.add_argument("--no-flush", action="store_true")
+    p.add_argument("--no-ignore-eos", action="store_true")
+    p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests sent first")
+    p.add_argument("--api-key")
+    p.add_argument("--slo", type=float, default=5.0, help="TTFT SLO in seconds (at the percentile)")
+    p.add_argument("--slo-tpot", type=float, help="TPOT SLO in seconds (per-request TPOT)")
+    p.add_argument("--slo-itl", type=float, help="ITL SLO in seconds (every inter-token gap)")
+    p.add_argument("--slo-e2e", type=float, help="end-to-end latency SLO in seconds")
+    p.add_argument("--slo-percentile", type=int, default=95, choices=(50, 90, 95, 99))
+    p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
+    p.add_argument("--gpus", type=int, help="GPUs serving the endpoint (default: a node)")
+    p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("-o", "--out", default="bench-results", help="output directory")
+    p.add_argument(
+        "--audit-tolerance",
+        type=float,
+        default=0.01,
+        help="largest relative disagreement of token counts before a run fails",
+    )
+    p.add_argument("--calibration", help="the client's ceiling (bench calibrate's JSON)")
+
+
+def slo_from_args(args):
+    """The whole SLO the run flags state (metrics.Slo): each limit is both the run's percentile
+    gate and the per-request goodput limit."""
+    from sglang_mx.bench.metrics import Slo
+
+    return Slo(
+        ttft_p95_s=args.slo,
+        ttft_s=args.slo,
+        tpot_s=args.slo_tpot,
+        itl_s=args.slo_itl,
+        e2e_s=args.slo_e2e,
+        percentile=args.slo_percentile,
+    )
+
+
+def cost_inputs(args) -> tuple[int, float, str | None, str]:
+    """(GPUs, $/GPU-h, hardware name, where the price came from)."""
+    from sglang_mx.bench.hardware import get_hardware
+    from sglang_mx.bench.limits import BenchError
+
+    given = "--price on the command line"
+    if args.hardware:
+        try:
+            hw = get_hardware(args.hardware)
+        except KeyError as exc:
+            raise BenchError(str(exc).strip("'\"")) from None
+        gpus = args.gpus or hw.gpus_per_node
+        if args.price is not None:
+            return gpus, args.price, f"{gpus}x {hw.name}", given
+        source = f"data/hardware.json {hw.name}: {hw.price_source}"
+        return gpus, hw.price_per_gpu_hour, f"{gpus}x {hw.name}", source
+    return args.gpus or 1, args.price or 0.0, None, given if args.price else ""
+
+
+def run_config(args):
+    """The runner's settings from the run flags (the server's limits are read separately)."""
+    import json as _json
+
+    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.runner import RunConfig
+
+    calibration = None
+    if getattr(args, "calibration", None):
+        try:
+            calibration = _json.loads(Path(args.calibration).read_text())["ceiling"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise BenchError(
+                f"--calibration {args.calibration}: not a calibration file ({exc})"
+            ) from None
+    return RunConfig(
+        base_url=args.url.rstrip("/"),
+        model=args.model,
+        api=args.api,
+        send_ids=not args.send_text,
+        flush=not args.no_flush,
+        ignore_eos=not args.no_ignore_eos,
+        page_size=args.page_size,
+        progress=not args.no_progress,
+        warmup=args.warmup,
+        api_key=args.api_key,
+        audit_tolerance=args.audit_tolerance,
+        calibration=calibration,
+    )
+
+
+def _one_line_errors(func):
+    """A run that cannot start (server unreachable, workload too long for its context) ends in
+    one line on stderr and exit status 2, not a traceback."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(args) -> int:
+        from sglang_mx.bench.limits import BenchError
+
+        try:
+            return func(args)
+        except BenchError as exc:  # a bad claim file says one line per bad field
+            for line in str(exc).splitlines():
+                print(f"sglang-mx bench: {line}", file=sys.stderr)
+            return 2
+
+    return wrapper

@@ -135,9 +135,12 @@ class Slo:
         return rows
 
     def describe(self) -> str:
-        """e.g. "TTFT p95 <= 5 s, TPOT p95 <= 0.05 s"."""
+        """e.g. "TTFT p95 <= 5.0 s, TPOT p95 <= 0.05 s" (each limit as the shortest float that
+        reads back exactly, as the flags wrote it)."""
         names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E"}
-        return ", ".join(f"{names[m]} p{self.percentile} <= {v:g} s" for m, v in self.gates())
+        return ", ".join(
+            f"{names[m]} p{self.percentile} <= {float(v)!r} s" for m, v in self.gates()
+        )
 
 
 def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:

@@ -117,7 +117,10 @@ def test_each_step_attends_the_committed_tokens_and_the_drafts_so_far(monkeypatc
         k = torch.randn(2, 1, 576, generator=g)
         out = child.forward_decode(q, k, None, layer, fb)
         assert torch.equal(kv[fb.out_cache_loc], k), f"step {i}: latent not written"
-        reqs = [dsa_math.Request(j, 1, int(n) + i + 1, r2t[r, : int(n) + i + 1].long())
-                for j, (r, n) in enumerate(zip(rows.tolist(), seq.tolist(), strict=True))]  # fmt: skip
+        lens = [int(n) + i + 1 for n in seq.tolist()]
+        reqs = [
+            dsa_math.Request(j, 1, n, r2t[r, :n].long())
+            for j, (r, n) in enumerate(zip(rows.tolist(), lens, strict=True))
+        ]
         ref = dsa_math.mla_attend(q.view(2, heads, 576), kv, reqs, 0.1, 512).view(2, -1)
         torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4, msg=f"step {i}")

@@ -4,8 +4,8 @@
 # substitutes and why: `sglang-mx recipe NAME --cpu`). Not run here as written: no MI355X.
 : "${MODEL:?set MODEL to the GLM-5.2 MXFP4 checkpoint directory}"
 HOST="${HOST:-0.0.0.0}"
-# recipe_args NAME: one engine's flags into the array RECIPE_ARGS.
+# recipe_args NAME [--role ROLE ...]: one engine's flags into the array RECIPE_ARGS.
 recipe_args() {
-  mapfile -t RECIPE_ARGS < <(sglang-mx recipe "$1")
+  mapfile -t RECIPE_ARGS < <(sglang-mx recipe "$@")
   [ "${#RECIPE_ARGS[@]}" -gt 0 ] || { echo "no flags for recipe $1" >&2; exit 2; }
 }

@@ -1,17 +1,18 @@
 """Launch recipes as data (STYLE 18): each production layout's SGLang flags in one JSON file,
 rendered for a GPU node by `sglang-mx recipe NAME` (what scripts/launch/*.sh exec) and scaled to
 the 2-core CPU box by `cpu_args` (what the suite starts), every substitution named with its
-reason, so a recipe cannot drift into flags that crash without the suite failing."""
+reason, so a recipe cannot drift into flags that crash without the suite failing.
+
+Prefill/decode recipes (one engine per role and a router): `recipes.pd`, re-exported here."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Any
 
-DATA = Path(__file__).parent / "mi355x.json"
+from sglang_mx.recipes import pd
+from sglang_mx.recipes.book import DATA, expand, load, takes_value
+
+__all__ = ["DATA", "Recipe", "Substitution", "cpu_args", "names", "pd", "recipe", "render_args"]
 
 
 @dataclass(frozen=True)
@@ -32,42 +33,27 @@ class Substitution:
     why: str
 
 
-@cache
-def _data() -> dict[str, Any]:
-    return json.loads(DATA.read_text())
-
-
 def names() -> list[str]:
-    return sorted(_data()["recipes"])
+    return sorted(load()["recipes"])
 
 
 def recipe(name: str) -> Recipe:
-    data = _data()
+    data = load()
     if name not in data["recipes"]:
-        raise KeyError(f"no launch recipe {name!r}; known: {', '.join(names())}")
+        known = ", ".join([*names(), *pd.names()])
+        raise KeyError(f"no launch recipe {name!r}; known: {known}")
     r = data["recipes"][name]
-    args: list[str] = []
-    for item in r["args"]:
-        args.extend(data[item[1:]] if item.startswith("@") else [item])
-    flags = [a for a in args if a.startswith("--")]
-    doubled = sorted({f for f in flags if flags.count(f) > 1})
-    if doubled:  # argparse would keep the last silently
-        raise ValueError(f"launch recipe {name!r} sets {', '.join(doubled)} more than once")
     return Recipe(
-        name, r["about"], int(r["engines"]), int(r["gpus_per_engine"]), tuple(args),
+        name, r["about"], int(r["engines"]), int(r["gpus_per_engine"]), expand(name, r["args"]),
         tuple(r.get("router", ())),
     )  # fmt: skip
-
-
-def _takes_value(args: list[str], i: int) -> bool:
-    return i + 1 < len(args) and not args[i + 1].startswith("--")
 
 
 def cpu_args(name: str) -> tuple[list[str], list[Substitution]]:
     """One engine of recipe `name` as the CPU box runs it at `cpu_scale.ranks` ranks: the
     recipe's flags with the dropped ones removed, the scaled ones set to the rank count and the
     added ones appended; and the list of what changed, each with its reason."""
-    scale = _data()["cpu_scale"]
+    scale = load()["cpu_scale"]
     ranks = str(scale["ranks"])
     src = list(recipe(name).args)
     out: list[str] = []
@@ -75,7 +61,7 @@ def cpu_args(name: str) -> tuple[list[str], list[Substitution]]:
     i = 0
     while i < len(src):
         flag = src[i]
-        value = src[i + 1] if _takes_value(src, i) else ""
+        value = src[i + 1] if takes_value(src, i) else ""
         width = 2 if value else 1
         if flag in scale["drop"]:
             subs.append(Substitution(flag, value, "", scale["drop"][flag]))

@@ -125,13 +125,34 @@ def router_process(
     worker_urls: list[str], policy: str = "cache_aware", extra_args: tuple[str, ...] = ()
 ) -> Iterator[str]:
     """sglang-router (PyPI) in front of the workers; yields its base URL once it routes."""
+    with _router(["--policy", policy, "--worker-urls", *worker_urls, *extra_args]) as url:
+        yield url
+
+
+@contextmanager
+def pd_router_process(
+    prefill: list[tuple[str, int]], decode: list[str], extra_args: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """sglang-router in PD mode: each request goes to a prefill server (URL, KV bootstrap port)
+    and a decode server; yields its base URL once it routes."""
+    args = ["--pd-disaggregation"]
+    for url, bootstrap_port in prefill:
+        args += ["--prefill", url, str(bootstrap_port)]
+    for url in decode:
+        args += ["--decode", url]
+    with _router([*args, *extra_args]) as url:
+        yield url
+
+
+@contextmanager
+def _router(worker_args: list[str]) -> Iterator[str]:
     port = free_port()
     cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
-           "--port", str(port), "--policy", policy, "--worker-urls", *worker_urls,
+           "--port", str(port),
            "--log-level", "warn", "--health-check-interval-secs", "2",
            # A busy CPU worker answers /health slowly; only a dead one should be dropped.
            "--health-check-timeout-secs", "20", "--health-failure-threshold", "3",
-           "--request-timeout-secs", "300", *extra_args]  # fmt: skip
+           "--request-timeout-secs", "300", *worker_args]  # fmt: skip
     proc, log = _spawn(cmd, "router")
     url = f"http://127.0.0.1:{port}"
     try:

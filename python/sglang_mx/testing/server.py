@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,10 +232,13 @@ class SupervisedServer:
         self._log.write(f"[supervisor] {message}\n".encode())
         self._log.flush()
 
-    def wait_healthy(self, timeout: float = 300.0) -> float:
-        """Seconds until the server generates a token (polled every 0.25 s)."""
+    def wait_healthy(
+        self, timeout: float = 300.0, probe: Callable[[str, float], float] = wait_generating
+    ) -> float:
+        """Seconds until `probe` (default: the server generates a token, polled every 0.25 s)
+        passes; one side of PD answers its own probe (sglang_mx.testing.pd.wait_pd_serving)."""
         try:
-            return wait_generating(self.base_url, timeout)
+            return probe(self.base_url, timeout)
         except TimeoutError as e:
             raise TimeoutError(f"{e}; log {self.log_path}") from None
 

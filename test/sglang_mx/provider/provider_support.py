@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sglang_mx.provider.launch import free_port, provider_process, router_process  # noqa: F401
+from sglang_mx.provider.launch import (  # noqa: F401
+    free_port,
+    pd_router_process,
+    provider_process,
+    router_process,
+)
 from sglang_mx.testing.inprocess import serve_in_thread  # noqa: F401
 
 PRICES = {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}

@@ -5,7 +5,6 @@ supervisor of `sglang-mx serve --restart on-failure`) comes back by itself."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -24,6 +23,7 @@ from provider_support import (
 )
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
+from sglang_mx.testing.streams import stream_chat
 
 pytestmark = pytest.mark.server
 
@@ -55,33 +55,7 @@ def topology(mxfp4_server: str, tmp_path_factory):
 
 
 def _stream(url: str, key: str, prompt: str, max_tokens: int) -> dict:
-    """One streamed chat request; returns how it ended and how long it took."""
-    body = {"model": MODEL_ID, "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens, "stream": True, "ignore_eos": True}  # fmt: skip
-    t0 = time.monotonic()
-    out = {"status": None, "rid": None, "chunks": 0, "usage": None, "error": None}
-    try:
-        with httpx.stream("POST", url + "/v1/chat/completions", json=body,
-                          headers={"Authorization": f"Bearer {key}"},
-                          timeout=REQUEST_BOUND_S) as r:  # fmt: skip
-            out["status"], out["rid"] = r.status_code, r.headers.get("x-request-id")
-            if r.status_code != 200:
-                out["error"] = r.read().decode()
-            else:
-                for line in r.iter_lines():
-                    if not line.startswith("data:") or line == "data: [DONE]":
-                        continue
-                    event = json.loads(line[5:])
-                    if "error" in event:
-                        out["error"] = event["error"]
-                    elif event.get("usage"):
-                        out["usage"] = event["usage"]
-                    else:
-                        out["chunks"] += 1
-    except httpx.HTTPError as e:
-        out["error"] = repr(e)
-    out["elapsed"] = time.monotonic() - t0
-    return out
+    return stream_chat(url, key, MODEL_ID, prompt, max_tokens, REQUEST_BOUND_S)
 
 
 def test_serves_and_caches_through_router(topology) -> None:

@@ -1,0 +1,116 @@
+"""Streamed chat requests through the provider while something is killed, and what became of
+them: completed, failed cleanly (an OpenAI-shaped error, fast) or hung; and whether the
+provider's ledger kept every request exactly once, billed as its usage said."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# What a provider answers when its upstream is gone or failing (no other status counts as clean).
+CLEAN_FAILURE_STATUS = (502, 503, 504)
+
+
+def stream_chat(
+    url: str,
+    key: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    bound_s: float,
+    on_chunk: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """One streamed chat request (ignore_eos, so it runs max_tokens); how it ended and how long
+    it took. A request still open after bound_s is cut by the client timeout and counts as
+    hung. on_chunk(n) is called after the n-th content chunk."""
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens, "stream": True, "ignore_eos": True}  # fmt: skip
+    t0 = time.monotonic()
+    out: dict[str, Any] = {"status": None, "rid": None, "chunks": 0, "usage": None, "error": None}
+    try:
+        with httpx.stream("POST", url + "/v1/chat/completions", json=body,
+                          headers={"Authorization": f"Bearer {key}"},
+                          timeout=bound_s) as r:  # fmt: skip
+            out["status"], out["rid"] = r.status_code, r.headers.get("x-request-id")
+            if r.status_code != 200:
+                out["error"] = r.read().decode(errors="replace")
+            else:
+                for line in r.iter_lines():
+                    if not line.startswith("data:") or line == "data: [DONE]":
+                        continue
+                    event = json.loads(line[5:])
+                    if "error" in event:
+                        out["error"] = event["error"]
+                    elif event.get("usage"):
+                        out["usage"] = event["usage"]
+                    else:
+                        out["chunks"] += 1
+                        if on_chunk is not None:
+                            on_chunk(out["chunks"])
+    except httpx.HTTPError as e:
+        out["error"] = repr(e)
+    out["elapsed"] = time.monotonic() - t0
+    return out
+
+
+def _openai_error(text: str) -> bool:
+    try:
+        err = json.loads(text).get("error")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(err, dict) and isinstance(err.get("message"), str)
+
+
+def outcome(r: dict[str, Any], bound_s: float) -> str:
+    """'completed', 'failed' (fast, OpenAI-shaped: a 5xx body or an error event in the stream),
+    'hung' (outlived bound_s) or 'broken' (anything else: a bare disconnect, a 500, a
+    200 with neither usage nor error)."""
+    if r["elapsed"] >= bound_s:
+        return "hung"
+    if r["status"] == 200 and r["usage"] and not r["error"]:
+        return "completed"
+    if r["status"] == 200 and isinstance(r["error"], dict) and "message" in r["error"]:
+        return "failed"
+    if r["status"] in CLEAN_FAILURE_STATUS and _openai_error(r["error"] or ""):
+        return "failed"
+    return "broken"
+
+
+def count(results: Iterable[dict[str, Any]], bound_s: float) -> dict[str, int]:
+    counts = {"completed": 0, "failed": 0, "hung": 0, "broken": 0}
+    for r in results:
+        counts[outcome(r, bound_s)] += 1
+    return counts
+
+
+def ledger_problems(db: Path, results: Iterable[dict[str, Any]], max_tokens: int) -> list[str]:
+    """Each request with a provider id has exactly one settled ledger row (none pending); a
+    completed one is billed its usage's cost and tokens, a failed one at most max_tokens."""
+    from sglang_mx.provider.ledger import Ledger
+
+    rows = Ledger(db).rows()
+    by_id: dict[str, list] = {}
+    for row in rows:
+        by_id.setdefault(row.id, []).append(row)
+    problems = [f"{row.id}: still pending" for row in rows if row.status == "pending"]
+    for r in results:
+        if r["rid"] is None:
+            continue
+        found = by_id.get(r["rid"], [])
+        if len(found) != 1:
+            problems.append(f"{r['rid']}: {len(found)} ledger rows")
+            continue
+        row = found[0]
+        if r["usage"]:
+            if row.status != "ok" or row.completion_tokens != r["usage"]["completion_tokens"]:
+                problems.append(f"{r['rid']}: row {row.status}/{row.completion_tokens} vs usage")
+            elif abs(row.cost - (cost := r["usage"]["cost"])) > max(1e-6 * abs(cost), 1e-12):
+                problems.append(f"{r['rid']}: billed {row.cost} vs usage cost {cost}")
+        elif row.status == "ok" or row.completion_tokens > max_tokens:
+            problems.append(f"{r['rid']}: failed, row {row.status}/{row.completion_tokens}")
+    return problems

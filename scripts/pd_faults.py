@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         sides.wait_serving()
         start_s = time.monotonic() - t0
         router = stack.enter_context(
-            pd_router_process([(sides.prefill.base_url, sides.bootstrap_port)],
-                              [sides.decode.base_url])  # fmt: skip
+            pd_router_process(
+                [(sides.prefill.base_url, sides.bootstrap_port)], [sides.decode.base_url]
+            )  # fmt: skip
         )
         db = Path(tmp) / "provider.sqlite"
         _, key = KeyStore(db).create("pd-faults")
@@ -87,9 +88,15 @@ def main(argv: list[str] | None = None) -> int:
             (r["routed_again_after_s"] or float("inf")) for r in mine
         )
     record = {
-        "stamp": stamp(None, {"model": model, "serve_args": serve_args,
-                              "transfer": "mooncake TCP on loopback",
-                              "cores": "prefill and decode one core each"}),  # fmt: skip
+        "stamp": stamp(
+            None,
+            {
+                "model": model,
+                "serve_args": serve_args,
+                "transfer": "mooncake TCP on loopback",
+                "cores": "prefill and decode one core each",
+            },
+        ),  # fmt: skip
         "what": "PD sides killed under streaming load through provider and sglang-router",
         "command": "python scripts/pd_faults.py " + " ".join(sys.argv[1:]),
         "load_average_end": [round(x, 2) for x in os.getloadavg()],

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from sglang_mx.bench.hardware import DATA_DIR
 
+# SGLang 0.5.23 DSATokenToKVPool: index keys quantized in blocks of 128 with one fp32 scale each
+INDEX_QUANT_BLOCK = 128
+INDEX_SCALE_BYTES = 4
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -38,6 +42,9 @@ class ModelSpec:
     index_dim: int = 0
     index_topk: int = 0
     index_share_every: int = 1
+    # layers that own index keys (SGLang's rule on the config's sharing fields); None: one per
+    # index_share_every layers from layer 0
+    index_layers: int | None = None
 
     @property
     def is_mla(self) -> bool:
@@ -49,7 +56,11 @@ class ModelSpec:
 
     @property
     def indexer_layers(self) -> int:
-        return math.ceil(self.layers / self.index_share_every) if self.index_heads else 0
+        if not self.index_heads:
+            return 0
+        if self.index_layers is not None:
+            return self.index_layers
+        return math.ceil(self.layers / self.index_share_every)
 
     @property
     def qk_dim(self) -> int:
@@ -123,10 +134,22 @@ class ModelSpec:
     def kv_values_per_token_layer(self) -> int:
         return self.kv_lora + self.qk_rope if self.is_mla else 2 * self.kv_heads * self.head_dim
 
+    def index_bytes_per_token_layer(self, index_bytes: float = 1.0) -> float:
+        """One token's index key in one indexer layer: the key at `index_bytes` per value plus
+        an fp32 scale per 128 values, as SGLang 0.5.23 lays out its index-key pages
+        (mem_cache/index_key_cache.py: 128 FP8 + 4 B per token at index_head_dim 128)."""
+        if not index_bytes:
+            return 0.0
+        return (
+            self.index_dim * index_bytes + self.index_dim // INDEX_QUANT_BLOCK * INDEX_SCALE_BYTES
+        )
+
     def kv_bytes_per_token(self, kv_bytes: float, index_bytes: float = 1.0) -> float:
-        """Cache bytes per token per replica: attention KV plus DSA indexer keys."""
+        """Cache bytes per token per replica: attention KV plus DSA indexer keys. MLA: the
+        latent (kv_lora + rope values) at `kv_bytes` in every layer, SGLang's raw row (the HIP
+        DSA backends and bf16; CUDA's packed FP8 row, 656 B, is not modelled)."""
         attn = self.layers * self.kv_values_per_token_layer * kv_bytes
-        return attn + self.indexer_layers * self.index_dim * index_bytes
+        return attn + self.indexer_layers * self.index_bytes_per_token_layer(index_bytes)
 
     def attended(self, start: int, end: int) -> float:
         """Sum over query positions p in [start, end) of keys attended: min(p+1, topk) under DSA."""
@@ -177,7 +200,36 @@ def from_hf_config(cfg: dict, name: str = "model") -> ModelSpec:
         index_dim=cfg.get("index_head_dim", 0),
         index_topk=cfg.get("index_topk", 0),
         index_share_every=cfg.get("index_share_every", 1),
+        index_layers=index_layer_count(cfg, layers),
     )
+
+
+_SHARING_KEYS = ("indexer_types", "cli_factor", "index_topk_pattern", "index_topk_freq")
+
+
+def index_layer_count(cfg: dict, layers: int) -> int | None:
+    """Layers that compute (and cache) their own index keys, by the rule SGLang 0.5.23 applies
+    to the config (configs/model_config.py dsa_layer_skips_topk; a layer that reuses an earlier
+    layer's top-k gets a 0-row index buffer). None when the config has no sharing field."""
+    if not any(cfg.get(k) is not None for k in _SHARING_KEYS):
+        return None
+    return sum(1 for i in range(layers) if not _reuses_topk(cfg, i))
+
+
+def _reuses_topk(cfg: dict, layer: int) -> bool:
+    types = cfg.get("indexer_types")
+    if types is not None:
+        return layer < len(types) and types[layer] == "shared"
+    factor = cfg.get("cli_factor") or 1
+    if factor > 1:
+        return layer % factor != 0
+    pattern = cfg.get("index_topk_pattern")
+    if pattern is not None:
+        return layer < len(pattern) and pattern[layer] == "S"
+    freq = cfg.get("index_topk_freq") or 1
+    offset = cfg.get("index_skip_topk_offset")
+    shifted = layer - offset + 1 if offset is not None else layer - 1
+    return max(shifted, 0) % freq != 0
 
 
 def load_model(name_or_path: str) -> ModelSpec:

@@ -148,7 +148,7 @@ def decode_step(
     touched = experts_touched(m, concurrency / layout.expert_replicas)
     attended = min(ctx, m.index_topk) if m.index_heads else ctx
     kv_seq = m.layers * attended * m.kv_values_per_token_layer * p.kv_bytes
-    kv_seq += m.indexer_layers * ctx * m.index_dim * p.index_bytes
+    kv_seq += m.indexer_layers * ctx * m.index_bytes_per_token_layer(p.index_bytes)
     per_gpu = (
         dense_bytes / layout.attn_tp
         + routed_bytes * touched / layout.moe_shards

@@ -103,12 +103,15 @@ def _req(rid: str, n: int, out: int, arrival: float | None) -> TraceRequest:
     return TraceRequest(rid, 0, 0, [(f"cal:{rid}", n)], out, 0, arrival)
 
 
+def lone_trace(name: str, n: int, repeats: int = LONE_REPEATS, out: int = LONE_OUT) -> Trace:
+    """`repeats` prompts of `n` tokens (no two share a token run), sent one at a time."""
+    reqs = [_req(f"{name}-{i}", n, out, None) for i in range(repeats)]
+    return Trace(_spec(name, len(reqs), "concurrency", 1), 0, [], reqs)
+
+
 def traces() -> dict[str, Trace]:
     """The calibration batches, each a trace bench's runner replays (and the simulator too)."""
-    out = {}
-    for n in LONE_LENS:
-        reqs = [_req(f"lone{n}-{i}", n, LONE_OUT, None) for i in range(LONE_REPEATS)]
-        out[f"lone{n}"] = Trace(_spec(f"lone{n}", len(reqs), "concurrency", 1), 0, [], reqs)
+    out = {f"lone{n}": lone_trace(f"lone{n}", n) for n in LONE_LENS}
     for b in DECODE_BATCHES:
         reqs = [_req(f"decode{b}-{i}", DECODE_PROMPT, DECODE_OUT, None) for i in range(b)]
         out[f"decode{b}"] = Trace(_spec(f"decode{b}", b, "concurrency", b), 0, [], reqs)

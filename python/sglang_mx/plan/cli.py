@@ -52,7 +52,7 @@ def build_deployment(args, layout):
     from sglang_mx.bench.modelspec import load_model
     from sglang_mx.bench.roofline_cli import precision_from_args
     from sglang_mx.plan.efficiency import get_profile
-    from sglang_mx.plan.links import get_link, link_for
+    from sglang_mx.plan.links import get_link, link_for, scaleout_for
     from sglang_mx.plan.planner import Deployment
     from sglang_mx.plan.stepcost import Speculative
 
@@ -62,6 +62,11 @@ def build_deployment(args, layout):
         None
         if args.link == "none"
         else (link_for(hw.name) if args.link == "auto" else get_link(args.link))
+    )
+    scaleout = (
+        None
+        if args.scaleout == "none"
+        else (scaleout_for(hw.name) if args.scaleout == "auto" else get_link(args.scaleout))
     )
     sched = {
         "chunked_prefill_size": args.chunked_prefill_size,
@@ -83,6 +88,7 @@ def build_deployment(args, layout):
         {k: v for k, v in sched.items() if v is not None},
         Speculative(args.mtp_draft, args.mtp_accepted),
         args.reserve,
+        scaleout,
     )
 
 
@@ -126,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
         "efficiency_sources": dep.eff.sources,
         "link": dep.link.name if dep.link else "none",
         "link_source": dep.link.source if dep.link else "not charged",
+        "scaleout": dep.scaleout.name if dep.scaleout else "none",
+        "scaleout_source": dep.scaleout.source if dep.scaleout else "PD KV over the link above",
         "slo": {"ttft_p95_s": args.slo, "tpot_s": args.tpot_slo},
         "workload": spec.to_dict(),
         "sweeps": sweeps,
@@ -180,6 +188,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sglang-mx-sm90-measured | production-assumed | ideal",
     )
     p.add_argument("--link", default="auto", help="auto (by hardware), none, or a links.json key")
+    p.add_argument(
+        "--scaleout",
+        default="auto",
+        help="NIC a pd: layout moves KV over: auto (by hardware), none, or a links.json key",
+    )
     add_precision_args(p)
     p.add_argument("--chunked-prefill-size", type=int, help="default: SGLang's for the GPU")
     p.add_argument("--max-running-requests", type=int)

@@ -102,7 +102,7 @@ class Engine:
     # -- scheduling ------------------------------------------------------------------------------
     def schedule(self, now: float) -> Planned:
         if self.role == "decode":
-            self._admit_transferred()
+            self._admit_transferred(now)
             plan = Planned()
         else:
             plan = self._prefill(now)
@@ -121,9 +121,12 @@ class Engine:
             self.ratio = self.cfg.init_new_token_ratio
         return plan
 
-    def _admit_transferred(self) -> None:
+    def _admit_transferred(self, now: float) -> None:
         """Decode side of PD: a request arrives with its KV; it joins the running batch once
-        its tokens plus its reserved new tokens fit (no prefill compute here)."""
+        its tokens plus its reserved new tokens fit (no prefill compute here). The client sees
+        the first token (sampled by prefill, shipped with the KV) now: SGLang's decode scheduler
+        streams it when it builds the prebuilt batch (disaggregation/decode.py
+        get_next_disagg_decode_batch_to_run -> process_batch_result_prebuilt)."""
         while self.waiting and len(self.running) < self.cfg.max_running_requests:
             r = self.waiting[0]
             reserved = sum(
@@ -137,6 +140,8 @@ class Engine:
             r.prefix, r.inserted, r.node = r.fill_len, 0, None
             self._alloc(r, r.fill_len)
             self.running.append(r)
+            if r.token_times:
+                r.token_times[0] = r.first_token = now
 
     def _page_up(self, n: int) -> int:
         p = self.cfg.page_size

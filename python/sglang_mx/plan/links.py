@@ -1,5 +1,8 @@
 """Interconnect: link table (data/links.json) and the cost of the collectives a step runs.
 
+Two kinds of link per hardware: scale-up (xGMI, NVLink: the collectives inside an engine) and
+scale-out (the RDMA NIC each GPU owns: what PD disaggregation moves a request's KV over).
+
 Alpha-beta model on a full mesh (xGMI, NVSwitch): a collective moving B bytes per GPU costs
 steps x latency + wire bytes / per-GPU bandwidth. All-reduce is SGLang's custom all-reduce,
 whichever of one-shot (1 step, (n-1) x B read from peers) and two-shot (reduce-scatter +
@@ -20,6 +23,12 @@ DEFAULT_LINK = {
     "MI300X": "xgmi-mi300x",
     "B200": "nvlink5",
     "H200": "nvlink4",
+}
+DEFAULT_SCALEOUT = {
+    "MI355X": "pollara400-mi355x",
+    "MI300X": "ndr400-mi300x",
+    "B200": "ndr400-b200",
+    "H200": "ndr400-h200",
 }
 
 
@@ -50,6 +59,12 @@ def get_link(name: str) -> Link:
 
 def link_for(hardware: str) -> Link:
     return get_link(DEFAULT_LINK.get(hardware, "pcie5"))
+
+
+def scaleout_for(hardware: str) -> Link | None:
+    """The per-GPU RDMA NIC of this hardware's nodes; None when the table has none for it."""
+    name = DEFAULT_SCALEOUT.get(hardware)
+    return get_link(name) if name else None
 
 
 def all_reduce_s(nbytes: float, n: int, link: Link) -> float:

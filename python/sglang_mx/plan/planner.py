@@ -34,6 +34,7 @@ class Deployment:
     sched: dict = field(default_factory=dict)  # SchedulerConfig overrides
     spec: Speculative = Speculative()
     reserve: float = 0.10  # HBM share kept for activations, as the roofline
+    scaleout: Link | None = None  # the per-GPU RDMA NIC PD moves KV over (links.scaleout_for)
 
     def scheduler(self, side: PlanLayout | None = None) -> SchedulerConfig:
         """SGLang's defaults for this GPU (srt/arg_groups/memory_hook.py: chunked prefill 16k and
@@ -90,14 +91,24 @@ class Deployment:
             )
         return out
 
+    @property
+    def handoff_link(self) -> Link | None:
+        """PD: SGLang's transfer backends (mooncake over RDMA, mori) move KV through the NICs,
+        also between two engines on one node; the scale-up link only when no NIC is known."""
+        return self.scaleout or self.link
+
     def handoff_s(self, r) -> float:
-        """PD: the prompt's KV crosses the scale-up link (or PCIe) once."""
-        if self.link is None:
+        """PD: the whole prompt's KV (decode keeps no radix cache by default: SGLang's
+        --disaggregation-decode-enable-radix-cache is off) crosses one GPU's NIC once. With
+        MLA every decode attention-TP rank pulls a full copy from its own prefill rank, each
+        pair over its own NIC, so a request takes bytes / one NIC whatever the TP size."""
+        link = self.handoff_link
+        if link is None:
             return 0.0
         nbytes = r.input_len * self.model.kv_bytes_per_token(
             self.precision.kv_bytes, self.precision.index_bytes
         )
-        return self.link.latency_s + nbytes / self.link.bytes_per_s
+        return link.latency_s + nbytes / link.bytes_per_s
 
     def roofline(self, spec: WorkloadSpec) -> dict:
         w = Workload(round(spec.input_len.mean), round(spec.output_len.mean), spec.hit_rate)

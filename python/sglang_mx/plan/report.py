@@ -55,7 +55,8 @@ def markdown(result: dict) -> str:
         "",
         f"- date: {st['date']}; planner host: {st['client_host']}",
         f"- versions: {', '.join(f'{k} {v}' for k, v in st['versions'].items())}",
-        f"- efficiency: {result['efficiency']}; link: {result['link']}",
+        f"- efficiency: {result['efficiency']}; link: {result['link']}"
+        + (f"; PD KV over: {result['scaleout']}" if result.get("scaleout") else ""),
         f"- SLA: TTFT p95 <= {result['slo']['ttft_p95_s']} s"
         + (f", TPOT <= {result['slo']['tpot_s']} s" if result["slo"].get("tpot_s") else ""),
         f"- workload: `{json.dumps(result['workload'], sort_keys=True)}`",

@@ -30,6 +30,7 @@ class SimRequest:
     finish: float = math.nan
     retractions: int = 0
     rank: int = 0
+    decode_rank: int = 0  # PD: the decode engine the router paired with it at arrival
 
     @property
     def input_len(self) -> int:

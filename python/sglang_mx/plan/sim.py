@@ -117,14 +117,21 @@ def simulate(
     max_sim_s: float = 36000.0,
     handoff_s: Callable[[SimRequest], float] | None = None,
 ) -> SimResult:
-    """Run `trace` through `groups` (ranks are numbered across groups in order). With PD
-    groups, requests enter prefill engines and move to decode engines `handoff_s(r)` after
-    their first token (the KV transfer)."""
+    """Run `trace` through `groups` (ranks are numbered across groups in order).
+
+    With PD groups (SGLang 0.5.23 disaggregation/prefill.py, decode.py, mooncake/conn.py) the
+    router pairs each request with a prefill and a decode engine at arrival; prefill admits it
+    once the decode scheduler has pre-allocated its KV (the bootstrap notification, sent from
+    the decode loop between two forwards); after prefill the KV leaves when the result is
+    processed (on a CPU device, after the next prefill forward, as tokens are) and arrives
+    `handoff_s(r)` later; the decode scheduler takes it in at its next loop iteration and only
+    then streams the first token."""
     reqs = requests_from_trace(trace)
     ranks = [(g, e) for g in groups for e in g.engines if e.role != "decode"]
     decoders = [(g, e) for g in groups for e in g.engines if e.role == "decode"]
     drr = itertools.count()
     moving: list[tuple[float, int, SimRequest]] = []  # (arrives at decode side, order, request)
+    booting: list[tuple[float, int, SimRequest]] = []  # (decode side pre-allocated it, ...)
     rr = itertools.count()
     for key, n in trace.prime:  # bench primes each shared prefix once, round-robin like the rest
         _, eng = ranks[next(rr) % len(ranks)]
@@ -149,6 +156,7 @@ def simulate(
     now = 0.0
     finished: list[SimRequest] = []  # of the step that just completed
     emitted: list[tuple[SimRequest, int]] = []
+    leaving: list[SimRequest] = []  # prefilled PD requests whose KV is about to be sent
     done_group: Group | None = None
 
     def release(done: SimRequest, t: float) -> None:
@@ -162,29 +170,38 @@ def simulate(
         t_step = min((g.busy_until for g in busy), default=math.inf)
         t_arr = pending[0][0] if pending else math.inf
         t_move = moving[0][0] if moving else math.inf
-        if math.isinf(t_step) and math.isinf(t_arr) and math.isinf(t_move):
+        t_boot = booting[0][0] if booting else math.inf
+        if math.isinf(min(t_step, t_arr, t_move, t_boot)):
             break
-        if t_move <= min(t_arr, t_step):
+        if t_move <= min(t_arr, t_step, t_boot):
             now = t_move
             _, _, r = heapq.heappop(moving)
-            _, eng = decoders[next(drr) % len(decoders)]
-            eng.add(r)
+            decoders[r.decode_rank][1].add(r)
+        elif t_boot <= min(t_arr, t_step):
+            now = t_boot
+            _, _, r = heapq.heappop(booting)
+            ranks[r.rank][1].add(r)
         elif t_arr <= t_step:
             now = t_arr
             while pending and pending[0][0] <= now:  # the scheduler receives all that queued
                 _, _, r = heapq.heappop(pending)
                 r.start = now
                 r.rank = next(rr) % len(ranks)
-                ranks[r.rank][1].add(r)
+                if not decoders:
+                    ranks[r.rank][1].add(r)
+                    continue
+                r.decode_rank = next(drr) % len(decoders)
+                g = decoders[r.decode_rank][0]
+                # the decode loop pre-allocates between forwards: after its running step
+                ready = g.busy_until if g.plans is not None else now
+                heapq.heappush(booting, (ready, next(order), r))
         else:
             now = t_step
             g = min(busy, key=lambda x: x.busy_until)
             for eng, plan in zip(g.engines, g.plans, strict=True):
                 finished += eng.complete(plan, now)
                 emitted += eng.given
-                for r in eng.handoff:
-                    delay = handoff_s(r) if handoff_s else 0.0
-                    heapq.heappush(moving, (now + delay, next(order), r))
+                leaving += eng.handoff
                 eng.handoff.clear()
             g.plans, done_group = None, g
         if now > max_sim_s:
@@ -200,7 +217,10 @@ def simulate(
                     _defer(r, first, now, sent)
             for done in finished:
                 release(done, sent)
-            finished, emitted, done_group = [], [], None
+            for r in leaving:  # the KV goes when the result is processed, as the tokens do
+                delay = handoff_s(r) if handoff_s else 0.0
+                heapq.heappush(moving, (sent + delay, next(order), r))
+            finished, emitted, leaving, done_group = [], [], [], None
     result.retractions = sum(e.retractions for _, e in ranks + decoders)
     return result
 

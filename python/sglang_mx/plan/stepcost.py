@@ -98,14 +98,14 @@ class RooflineStepCost:
             causal = (start + 1 + end) * n / 2
             flops += m.indexer_layers * 2 * m.index_heads * m.index_dim * causal
             kv += m.layers * end * m.kv_values_per_token_layer * p.kv_bytes
-            kv += m.indexer_layers * end * m.index_dim * p.index_bytes
+            kv += m.indexer_layers * end * m.index_bytes_per_token_layer(p.index_bytes)
             tokens += n
         for ctx in w.decode:
             attended = min(ctx, m.index_topk) if m.index_heads else ctx
             flops += q * m.layers * _attn_flops_per_key(m, absorbed=True) * attended
             flops += q * m.indexer_layers * 2 * m.index_heads * m.index_dim * ctx
             kv += m.layers * attended * m.kv_values_per_token_layer * p.kv_bytes
-            kv += m.indexer_layers * ctx * m.index_dim * p.index_bytes
+            kv += m.indexer_layers * ctx * m.index_bytes_per_token_layer(p.index_bytes)
             tokens += q
         return flops, kv, tokens
 

@@ -28,7 +28,7 @@ from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import WorkloadSpec
 from sglang_mx.plan import calibrate
 from sglang_mx.plan.config import SchedulerConfig
-from sglang_mx.plan.knee import knee_rate
+from sglang_mx.plan.knee import knee_rate, search_knee
 from sglang_mx.plan.sim import build_groups, simulate
 
 OUT = Path("docs/results/planner-validation-cpu.json")
@@ -106,14 +106,7 @@ def predicted_knee(spec: WorkloadSpec, sched: SchedulerConfig, cal) -> tuple[flo
     """(knee SLA, predicted knee rate): the SLA is SLO_FACTOR x the simulated TTFT p50 at
     LOW_RATE; the knee is where the simulated TTFT p95 crosses it, on a 10% rate grid
     interpolated by knee_rate."""
-    slo_s = SLO_FACTOR * predict(spec, [LOW_RATE], sched, cal)[0]["summary"]["ttft_s"]["p50"]
-    points, rate = [], LOW_RATE
-    while rate < 1000:
-        points += predict(spec, [rate], sched, cal)
-        if points[-1]["summary"]["ttft_s"]["p95"] > slo_s:
-            break
-        rate *= 1.1
-    return slo_s, knee_rate(points, slo_s)
+    return search_knee(lambda r: predict(spec, [r], sched, cal)[0], LOW_RATE, SLO_FACTOR)
 
 
 def _err(pred: float, meas: float) -> float:
@@ -162,7 +155,7 @@ def compare(pred: list[dict], meas: list[dict], slo_s: float) -> dict:
     }
 
 
-def plot(result: dict, path: Path) -> None:
+def plot(result: dict, path: Path, what: str = "bundled tiny GLM-5 MXFP4") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +180,7 @@ def plot(result: dict, path: Path) -> None:
     axes[0].legend(fontsize=7)
     st = result["stamp"]
     fig.suptitle(
-        f"plan vs measured: bundled tiny GLM-5 MXFP4 on {st['client_host']}; "
+        f"plan vs measured: {what} on {st['client_host']}; "
         f"{st['date']}; load {result['load_average']['sweep_start']}",
         fontsize=7,
     )

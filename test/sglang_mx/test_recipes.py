@@ -36,6 +36,11 @@ from sglang_mx.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
+SLOW_ROUTER_PYTHON = """#!/bin/sh
+if [ "$1 $2" = "-m sglang_router.launch_router" ]; then sleep 10; exit 0; fi
+exec {python} "$@"
+"""
+
 
 def test_every_recipe_has_a_script_and_the_public_flags():
     assert set(recipes.names()) == set(SCRIPTS) and set(pd.names()) == set(PD_SCRIPTS)
@@ -58,13 +63,17 @@ def test_the_shell_recipe_execs_the_data_flags(name, tmp_path):
     fake = tmp_path / "sglang-mx"
     fake.write_text(FAKE_CLI.format(python=sys.executable))
     fake.chmod(0o755)
-    (tmp_path / "python").symlink_to(sys.executable)  # the router line, if reached, is not run
+    # The router line is not run: it waits a while, so the script's exit trap (which kills the
+    # backgrounded engines) cannot cut a fake engine off before it printed its flags.
+    fake_python = tmp_path / "python"
+    fake_python.write_text(SLOW_ROUTER_PYTHON.format(python=sys.executable))
+    fake_python.chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "MODEL": "/ckpt"}
     script = ROOT / "scripts" / "launch" / SCRIPTS[name]
     out = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
                          timeout=120)  # fmt: skip
     served = [block.split("\n") for block in out.stdout.split("SERVE\n")[1:]]
-    assert served, out.stderr
+    assert served, (out.returncode, out.stdout[-500:], out.stderr[-2000:])
     for argv in served:
         argv = [a for a in argv if a]
         assert argv[:2] == ["--model-path", "/ckpt"], argv

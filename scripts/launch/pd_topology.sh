@@ -4,7 +4,9 @@
 # Usage: scripts/launch/pd_topology.sh MODEL_PATH PRICING_JSON [EXTRA SGLANG ARGS...]
 # Env: PREFILL_PORT (30000), DECODE_PORT (30001), BOOTSTRAP_PORT (8998: the prefill's KV bootstrap
 #      server), ROUTER_PORT (29000), PROVIDER_PORT (8080), DB (provider.sqlite), HOST (127.0.0.1).
-# Needs `SGLANG_MX_PD=1 make setup` (the transfer engine + libibverbs1/librdmacm1).
+# Needs the transfer engine `make setup` installs (with libibverbs1/librdmacm1). Each side gets
+# half of this box's cores (SGLANG_CPU_OMP_THREADS_BIND), as if on its own node; the suite runs
+# the same topology (test/sglang_mx/provider/test_pd_topology.py).
 # On GPU nodes: drop MC_FORCE_TCP/MOONCAKE_PROTOCOL (RDMA), add --disaggregation-ib-device.
 # Ctrl-C stops everything it started.
 set -euo pipefail
@@ -14,22 +16,32 @@ BOOTSTRAP_PORT=${BOOTSTRAP_PORT:-8998}; ROUTER_PORT=${ROUTER_PORT:-29000}
 PROVIDER_PORT=${PROVIDER_PORT:-8080}; DB=${DB:-provider.sqlite}; HOST=${HOST:-127.0.0.1}
 PY=${PYTHON:-python}
 $PY -c 'import mooncake.engine' 2>/dev/null \
-  || { echo "no Mooncake transfer engine: run SGLANG_MX_PD=1 make setup" >&2; exit 2; }
+  || { echo "no Mooncake transfer engine: run make setup (SGLANG_MX_PD=1 to insist)" >&2; exit 2; }
 # TCP on loopback: SGLang's wrapper reads MOONCAKE_PROTOCOL, the engine MC_FORCE_TCP.
 export MOONCAKE_PROTOCOL=tcp MC_FORCE_TCP=1
 PD=(--disaggregation-transfer-backend mooncake)
+# "a" or "a-b": cores [lo, hi]
+span() { if [ "$1" = "$2" ]; then echo "$1"; else echo "$1-$2"; fi; }
+N=$(nproc)
+if [ "$N" -ge 2 ]; then
+  PREFILL_CORES=${PREFILL_CORES:-$(span 0 $((N / 2 - 1)))}
+  DECODE_CORES=${DECODE_CORES:-$(span $((N / 2)) $((N - 1)))}
+fi
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 
+SGLANG_CPU_OMP_THREADS_BIND=${PREFILL_CORES:-} \
 $PY -m sglang_mx.cli.main serve --model-path "$MODEL" --host "$HOST" --port "$PREFILL_PORT" \
   "${PD[@]}" --disaggregation-mode prefill --disaggregation-bootstrap-port "$BOOTSTRAP_PORT" \
   "$@" > prefill.log 2>&1 &
 pids+=($!)
+SGLANG_CPU_OMP_THREADS_BIND=${DECODE_CORES:-} \
 $PY -m sglang_mx.cli.main serve --model-path "$MODEL" --host "$HOST" --port "$DECODE_PORT" \
   "${PD[@]}" --disaggregation-mode decode "$@" > decode.log 2>&1 &
 pids+=($!)
 for port in "$PREFILL_PORT" "$DECODE_PORT"; do
-  until curl -sf "http://$HOST:$port/health" > /dev/null; do sleep 2; done
+  # /health_generate: a 1-token request through the side's own scheduler (a fake KV peer)
+  until curl -sf "http://$HOST:$port/health_generate" > /dev/null; do sleep 2; done
   echo "http://$HOST:$port ready"
 done
 

@@ -41,15 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="kills of each side")
     ap.add_argument("--streams", type=int, default=6, help="streamed requests live at each kill")
-    ap.add_argument("--max-tokens", type=int, default=200)
-    ap.add_argument("--bound-s", type=float, default=90.0, help="a request past this is hung")
+    ap.add_argument("--bound-s", type=float, default=300.0, help="a request past this is hung")
+    ap.add_argument("--stall-s", type=float, default=30.0, help="so is one silent this long")
+    ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
     from sglang_mx.bench.stamp import stamp
     from sglang_mx.provider.keys import KeyStore
     from sglang_mx.provider.launch import pd_router_process, provider_process
-    from sglang_mx.testing.pd import start_pd_sides
+    from sglang_mx.testing.pd import FAULT_ENV, start_pd_sides
     from sglang_mx.testing.pd_faults import fault_run
     from sglang_mx.testing.server import default_serve_args
 
@@ -69,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         db = Path(tmp) / "provider.sqlite"
         _, key = KeyStore(db).create("pd-faults")
         pricing = _pricing(Path(tmp) / "pricing.json", sides.decode.base_url)
-        prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm", "1e6"))
+        rpm = ("--default-rpm", "1000000")
+        prov = stack.enter_context(provider_process(router, pricing, db, *rpm))
         for i in range(args.rounds):
             for side in ("decode", "prefill"):
                 run = fault_run(sides, side, prov.url, key, MODEL_ID, db,
                                 streams=args.streams, max_tokens=args.max_tokens,
-                                bound_s=args.bound_s, log=print)  # fmt: skip
+                                bound_s=args.bound_s, stall_s=args.stall_s,
+                                log=print)  # fmt: skip
                 runs.append({"round": i, **run})
     totals = {}
     for side in ("decode", "prefill"):
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 "serve_args": serve_args,
                 "transfer": "mooncake TCP on loopback",
                 "cores": "prefill and decode one core each",
+                "sides_env": FAULT_ENV,
             },
         ),  # fmt: skip
         "what": "PD sides killed under streaming load through provider and sglang-router",

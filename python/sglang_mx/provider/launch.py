@@ -152,7 +152,11 @@ def _router(worker_args: list[str]) -> Iterator[str]:
            "--log-level", "warn", "--health-check-interval-secs", "2",
            # A busy CPU worker answers /health slowly; only a dead one should be dropped.
            "--health-check-timeout-secs", "20", "--health-failure-threshold", "3",
-           "--request-timeout-secs", "300", *worker_args]  # fmt: skip
+           "--request-timeout-secs", "300",
+           # Its metrics listener defaults to port 29000: a second router on the box would
+           # panic at start ("Address already in use").
+           "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+           *worker_args]  # fmt: skip
     proc, log = _spawn(cmd, "router")
     url = f"http://127.0.0.1:{port}"
     try:

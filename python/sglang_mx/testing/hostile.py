@@ -134,8 +134,9 @@ def tools() -> st.SearchStrategy[Any]:
     fn = st.fixed_dictionaries(
         {"name": st.one_of(st.text(max_size=10), scalars())},
         optional={
-            "parameters": st.one_of(st.sampled_from([json.loads(s) for s in _BAD_SCHEMA[1:]]),
-                                    json_values(6)),  # fmt: skip
+            "parameters": st.one_of(
+                st.sampled_from([json.loads(s) for s in _BAD_SCHEMA[1:]]), json_values(6)
+            ),  # fmt: skip
             "description": scalars(),
             "strict": scalars(),
         },
@@ -150,13 +151,29 @@ def content_parts() -> st.SearchStrategy[Any]:
     part = st.one_of(
         st.fixed_dictionaries({"type": st.just("text"), "text": scalars()}),
         st.fixed_dictionaries(
-            {"type": st.just("image_url"),
-             "image_url": st.one_of(st.fixed_dictionaries({"url": st.sampled_from(
-                 ["", "data:image/png;base64,AAAA", "data:image/png;base64,!!", "file:///etc/passwd",
-                  "http://127.0.0.1:1/x.png"])}), scalars())}  # fmt: skip
+            {
+                "type": st.just("image_url"),
+                "image_url": st.one_of(
+                    st.fixed_dictionaries(
+                        {
+                            "url": st.sampled_from(
+                                [
+                                    "",
+                                    "data:image/png;base64,AAAA",
+                                    "data:image/png;base64,!!",
+                                    "file:///etc/passwd",
+                                    "http://127.0.0.1:1/x.png",
+                                ]
+                            )
+                        }
+                    ),
+                    scalars(),
+                ),
+            }  # fmt: skip
         ),
-        st.fixed_dictionaries({"type": st.sampled_from(["input_audio", "video_url", "file",
-                                                        "weird", ""])}),  # fmt: skip
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["input_audio", "video_url", "file", "weird", ""])}
+        ),  # fmt: skip
         json_values(6),
     )
     return st.one_of(st.lists(part, max_size=4), scalars(), deep_nesting())
@@ -164,11 +181,21 @@ def content_parts() -> st.SearchStrategy[Any]:
 
 def messages() -> st.SearchStrategy[Any]:
     msg = st.fixed_dictionaries(
-        {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool", "developer",
-                                            "function", "", "root"]), scalars()),  # fmt: skip
-         "content": st.one_of(st.text(max_size=30), content_parts())},
-        optional={"tool_calls": json_values(6), "name": scalars(), "tool_call_id": scalars(),
-                  "reasoning_content": scalars()},  # fmt: skip
+        {
+            "role": st.one_of(
+                st.sampled_from(
+                    ["user", "assistant", "system", "tool", "developer", "function", "", "root"]
+                ),
+                scalars(),
+            ),  # fmt: skip
+            "content": st.one_of(st.text(max_size=30), content_parts()),
+        },
+        optional={
+            "tool_calls": json_values(6),
+            "name": scalars(),
+            "tool_call_id": scalars(),
+            "reasoning_content": scalars(),
+        },  # fmt: skip
     )
     return st.one_of(st.lists(msg, min_size=0, max_size=4), json_values(6), deep_nesting())
 
@@ -176,8 +203,9 @@ def messages() -> st.SearchStrategy[Any]:
 def _refused_lengths(t: Target) -> st.SearchStrategy[Any]:
     """Lengths the server must refuse (valid large ones would only be slow)."""
     return st.one_of(
-        st.sampled_from([-1, -(2**31), t.context_length + 1, 2**31, 2**63, 10**30, 1.5, "5", [],
-                         {}, True]),  # fmt: skip
+        st.sampled_from(
+            [-1, -(2**31), t.context_length + 1, 2**31, 2**63, 10**30, 1.5, "5", [], {}, True]
+        ),  # fmt: skip
     )
 
 

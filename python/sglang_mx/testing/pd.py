@@ -18,6 +18,15 @@ from sglang_mx.testing.server import STARTUP_TIMEOUT_S, SupervisedServer, free_p
 # TCP on loopback: SGLang's transfer-engine wrapper reads MOONCAKE_PROTOCOL (default rdma), the
 # engine itself MC_FORCE_TCP (drops the RDMA devices it would otherwise probe for).
 PD_ENV = {"MOONCAKE_PROTOCOL": "tcp", "MC_FORCE_TCP": "1"}
+# How long a prefill server keeps a request whose decode peer never sent its KV indices (a
+# decode server that died after the router picked it), and how long a decode server waits for
+# KV after bootstrapping (a prefill server that died): SGLang's defaults are 300 s each, during
+# which the client sees nothing but keep-alives. FAULT_ENV bounds both.
+FAULT_BOUND_S = 15
+FAULT_ENV = {
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": str(FAULT_BOUND_S),
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": str(FAULT_BOUND_S),
+}
 TRANSFER = ("--disaggregation-transfer-backend", "mooncake")
 SETUP_HINT = "run `make setup` (it installs the transfer engine and libibverbs1/librdmacm1)"
 
@@ -96,13 +105,13 @@ def start_pd_sides(
     prefill = SupervisedServer(
         model_path,
         [*extra_args, *prefill_args(bootstrap)],
-        {**PD_ENV, **bind[0], **(prefill_env or {})},
+        {**PD_ENV, **FAULT_ENV, **bind[0], **(prefill_env or {})},
     )
     try:
         decode = SupervisedServer(
             model_path,
             [*extra_args, *decode_args()],
-            {**PD_ENV, **bind[1], **(decode_env or {})},
+            {**PD_ENV, **FAULT_ENV, **bind[1], **(decode_env or {})},
         )
     except BaseException:
         prefill.close()

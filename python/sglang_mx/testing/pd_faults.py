@@ -38,15 +38,17 @@ def fault_run(
     max_tokens: int = 200,
     decoding_chunks: int = 3,
     kill_after_s: float = 30.0,
-    bound_s: float = 90.0,
+    bound_s: float = 300.0,
+    stall_s: float = 30.0,
     back_within_s: float = 300.0,
     log: Callable[[str], None] = lambda m: None,
 ) -> dict[str, Any]:
     """SIGKILL `side`'s whole process group (an OOM kill) once each of `streams` streamed
     requests has had `decoding_chunks` chunks (all are decoding; at most `kill_after_s` in);
-    meanwhile requests every 2 s until one completes end to end. Returns the counts (during
-    and after the kill), seconds until the side serves again and until a request completes, and
-    the ledger's problems (none expected)."""
+    meanwhile send a request every 2 s until one completes end to end. A request is hung when
+    it outlives bound_s or gets no content for stall_s (slow but moving is not hung). Returns
+    the counts (during and after the kill), seconds until the side serves again and until a
+    request completes, and the ledger's problems (none expected)."""
     sup = getattr(sides, side)
     prompts = [unique_prompt(5 + 3 * i) for i in range(streams)]
     decoding, all_decoding = [0], threading.Event()
@@ -61,14 +63,16 @@ def fault_run(
 
     with ThreadPoolExecutor(streams) as pool:
         futures = [
-            pool.submit(stream_chat, provider_url, key, model, p, max_tokens, bound_s, on_chunk)
+            pool.submit(
+                stream_chat, provider_url, key, model, p, max_tokens, bound_s, on_chunk, stall_s
+            )
             for p in prompts
         ]
         all_decoding.wait(kill_after_s)
         restarts = sup.sup.restarts
         os.killpg(sup.sup.child.pid, signal.SIGKILL)
         t_kill = time.monotonic()
-        during = [f.result(timeout=bound_s + 30) for f in futures]
+        during = [f.result(timeout=2 * bound_s + 30) for f in futures]
     log(f"kill {side}: {count(during, bound_s)}")
     # While the side is down and coming back: a request every 2 s, each must end fast (a clean
     # error while nothing can serve it), until one completes end to end.
@@ -82,8 +86,8 @@ def fault_run(
     waiter.start()
     after: list[dict[str, Any]] = []
     routed_s = None
-    while time.monotonic() - t_kill < back_within_s + bound_s:
-        r = stream_chat(provider_url, key, model, unique_prompt(3), 4, bound_s)
+    while time.monotonic() - t_kill < back_within_s + stall_s:
+        r = stream_chat(provider_url, key, model, unique_prompt(3), 4, bound_s, None, stall_s)
         after.append(r)
         if r["status"] == 200 and r["usage"] and not r["error"]:
             routed_s = time.monotonic() - t_kill
@@ -98,9 +102,11 @@ def fault_run(
         "max_tokens": max_tokens,
         "decoding_at_kill": decoding[0],
         "bound_s": bound_s,
+        "stall_s": stall_s,
         "during": count(during, bound_s),
         "during_detail": [_brief(r) for r in during],
         "after": count(after, bound_s),
+        "after_detail": [_brief(r) for r in after],
         "side_restarted": sup.sup.restarts > restarts,
         "side_serving_after_s": None if side_back_s is None else round(side_back_s, 1),
         "routed_again_after_s": None if routed_s is None else round(routed_s, 1),

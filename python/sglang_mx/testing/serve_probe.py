@@ -31,7 +31,9 @@ SHORT_PROMPTS = [
     '"""Utilities for reading and writing files."""\n\nfrom __future__ import',
 ]
 # Source text in the style of the corpus (not copied from it): long prompts are repeats of it.
-LONG_TEXT = HELD_OUT_TEXT + '''    if hasstr and hasbytes:
+LONG_TEXT = (
+    HELD_OUT_TEXT
+    + '''    if hasstr and hasbytes:
         raise TypeError("Can't mix strings and bytes in path components") from None
 
 
@@ -46,6 +48,7 @@ class Window:
         for start in range(0, max(len(self.items) - self.size + 1, 1)):
             yield self.items[start : start + self.size]
 '''
+)
 CHUNK = 256  # --chunked-prefill-size of the checks' servers
 PAGE = 64
 SHORT_NEW = 24

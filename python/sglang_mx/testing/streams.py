@@ -24,14 +24,20 @@ def stream_chat(
     max_tokens: int,
     bound_s: float,
     on_chunk: Callable[[int], None] | None = None,
+    stall_s: float | None = None,
 ) -> dict[str, Any]:
     """One streamed chat request (ignore_eos, so it runs max_tokens); how it ended and how long
     it took. A request still open after bound_s is cut by the client timeout and counts as
-    hung. on_chunk(n) is called after the n-th content chunk."""
+    hung (the timeout bounds each read; the loop bounds the whole stream, within one more read:
+    the provider's SSE keep-alive comments keep reads coming while nothing else does). With
+    stall_s, a stream with no new content for that long is cut and counts as hung too (slow but
+    moving is not hung). on_chunk(n) is called after the n-th content chunk."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens, "stream": True, "ignore_eos": True}  # fmt: skip
     t0 = time.monotonic()
-    out: dict[str, Any] = {"status": None, "rid": None, "chunks": 0, "usage": None, "error": None}
+    out: dict[str, Any] = {"status": None, "rid": None, "chunks": 0, "usage": None, "error": None,
+                           "stalled": False}  # fmt: skip
+    progress = t0
     try:
         with httpx.stream("POST", url + "/v1/chat/completions", json=body,
                           headers={"Authorization": f"Bearer {key}"},
@@ -41,6 +47,13 @@ def stream_chat(
                 out["error"] = r.read().decode(errors="replace")
             else:
                 for line in r.iter_lines():
+                    now = time.monotonic()
+                    if now - t0 >= bound_s:  # a trickle is cut too
+                        out["error"] = f"client gave up after {bound_s:.0f} s"
+                        break
+                    if stall_s is not None and now - progress >= stall_s:
+                        out["error"], out["stalled"] = f"no content for {stall_s:.0f} s", True
+                        break
                     if not line.startswith("data:") or line == "data: [DONE]":
                         continue
                     event = json.loads(line[5:])
@@ -50,6 +63,7 @@ def stream_chat(
                         out["usage"] = event["usage"]
                     else:
                         out["chunks"] += 1
+                        progress = time.monotonic()
                         if on_chunk is not None:
                             on_chunk(out["chunks"])
     except httpx.HTTPError as e:
@@ -68,9 +82,9 @@ def _openai_error(text: str) -> bool:
 
 def outcome(r: dict[str, Any], bound_s: float) -> str:
     """'completed', 'failed' (fast, OpenAI-shaped: a 5xx body or an error event in the stream),
-    'hung' (outlived bound_s) or 'broken' (anything else: a bare disconnect, a 500, a
-    200 with neither usage nor error)."""
-    if r["elapsed"] >= bound_s:
+    'hung' (outlived bound_s, or stalled: stream_chat's stall_s) or 'broken' (anything else:
+    a bare disconnect, a 500, a 200 with neither usage nor error)."""
+    if r["elapsed"] >= bound_s or r.get("stalled"):
         return "hung"
     if r["status"] == 200 and r["usage"] and not r["error"]:
         return "completed"

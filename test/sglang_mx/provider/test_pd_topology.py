@@ -32,7 +32,8 @@ from sglang_mx.testing.pd_faults import fault_run, unique_prompt
 
 pytestmark = pytest.mark.server
 
-REQUEST_BOUND_S = 90  # a request outliving this counts as hung
+REQUEST_BOUND_S = 300  # a request outliving this counts as hung
+STALL_S = 30  # so does one that gets no new token for this long
 BACK_WITHIN_S = 300  # the killed side restarted and the router routing again
 INDEX_TOPK = 128  # the tiny GLM-5's index_topk (config.json)
 
@@ -155,7 +156,8 @@ def test_decode_selects_the_plain_servers_top_k(pd) -> None:
 @pytest.mark.parametrize("side", ["decode", "prefill"])
 def test_side_killed_under_streaming_load(pd, side) -> None:
     run = fault_run(pd["sides"], side, pd["url"], pd["key"], MODEL_ID, pd["db"],
-                    bound_s=REQUEST_BOUND_S, back_within_s=BACK_WITHIN_S, log=print)  # fmt: skip
+                    bound_s=REQUEST_BOUND_S, stall_s=STALL_S, back_within_s=BACK_WITHIN_S,
+                    log=print)  # fmt: skip
     print(run)
     assert run["decoding_at_kill"] == run["streams"], "the kill did not catch the requests live"
     for phase in ("during", "after"):

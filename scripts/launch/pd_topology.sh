@@ -19,6 +19,10 @@ $PY -c 'import mooncake.engine' 2>/dev/null \
   || { echo "no Mooncake transfer engine: run make setup (SGLANG_MX_PD=1 to insist)" >&2; exit 2; }
 # TCP on loopback: SGLang's wrapper reads MOONCAKE_PROTOCOL, the engine MC_FORCE_TCP.
 export MOONCAKE_PROTOCOL=tcp MC_FORCE_TCP=1
+# A request the router sent to a side that then died is dropped after 15 s, not SGLang's 300 s
+# default (the client would see only keep-alives until then; docs/scale-out.md "Faults").
+export SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT=${SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT:-15}
+export SGLANG_DISAGGREGATION_WAITING_TIMEOUT=${SGLANG_DISAGGREGATION_WAITING_TIMEOUT:-15}
 PD=(--disaggregation-transfer-backend mooncake)
 # "a" or "a-b": cores [lo, hi]
 span() { if [ "$1" = "$2" ]; then echo "$1"; else echo "$1-$2"; fi; }

@@ -365,9 +365,9 @@ async def run_trace_async(
         count_client_output(results, tokens.tokenizer)
     if tokens is not None and not cfg.send_ids and cfg.api == "completions":
         for r in results:  # text prompts: the client's count is its own encoding of the text
-            r.client_prompt_tokens = len(
-                tokens.tokenizer.encode(tokens.text(prompts[r.id]), add_special_tokens=False).ids
-            )
+            text = tokens.text(prompts[r.request_id])
+            encoded = tokens.tokenizer.encode(text, add_special_tokens=False)
+            r.client_prompt_tokens = len(encoded.ids)
     delta = promscrape.counter_delta(before, after)
     summary["audit"] = audit(results, delta, cfg.ignore_eos, cfg.audit_tolerance)
     summary["audit"]["server_counters"] = delta

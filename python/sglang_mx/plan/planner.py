@@ -103,12 +103,17 @@ class Deployment:
         MLA every decode attention-TP rank pulls a full copy from its own prefill rank, each
         pair over its own NIC, so a request takes bytes / one NIC whatever the TP size."""
         link = self.handoff_link
+        return link.latency_s + self.handoff_serial_s(r) if link else 0.0
+
+    def handoff_serial_s(self, r) -> float:
+        """The part of the handoff that holds the NIC pair: its bytes at the NIC's rate."""
+        link = self.handoff_link
         if link is None:
             return 0.0
         nbytes = r.input_len * self.model.kv_bytes_per_token(
             self.precision.kv_bytes, self.precision.index_bytes
         )
-        return link.latency_s + nbytes / link.bytes_per_s
+        return nbytes / link.bytes_per_s
 
     def roofline(self, spec: WorkloadSpec) -> dict:
         w = Workload(round(spec.input_len.mean), round(spec.output_len.mean), spec.hit_rate)
@@ -125,7 +130,13 @@ class Deployment:
 
 
 def run_point(dep: Deployment, trace: Trace, slo: Slo) -> tuple[dict, SimResult]:
-    res = simulate(trace, dep.groups(), handoff_s=dep.handoff_s if dep.layout.is_pd else None)
+    pd = dep.layout.is_pd
+    res = simulate(
+        trace,
+        dep.groups(),
+        handoff_s=dep.handoff_s if pd else None,
+        handoff_serial_s=dep.handoff_serial_s if pd else None,
+    )
     summary = summarize(res.request_results(), slo)
     gpus = dep.layout.gpus
     nodes = max(1, math.ceil(gpus / dep.hw.gpus_per_node))

@@ -116,6 +116,7 @@ def simulate(
     groups: list[Group],
     max_sim_s: float = 36000.0,
     handoff_s: Callable[[SimRequest], float] | None = None,
+    handoff_serial_s: Callable[[SimRequest], float] | None = None,
 ) -> SimResult:
     """Run `trace` through `groups` (ranks are numbered across groups in order).
 
@@ -125,7 +126,10 @@ def simulate(
     the decode loop between two forwards); after prefill the KV leaves when the result is
     processed (on a CPU device, after the next prefill forward, as tokens are) and arrives
     `handoff_s(r)` later; the decode scheduler takes it in at its next loop iteration and only
-    then streams the first token."""
+    then streams the first token. `handoff_serial_s(r)` of that is the part one transfer lane
+    does at a time: SGLang's mooncake sender puts every transfer to one decode session on one
+    queue served by one worker (mooncake/conn.py: shard by the session's port), so a pair of
+    prefill and decode ranks moves one request's KV after another; the rest overlaps."""
     reqs = requests_from_trace(trace)
     ranks = [(g, e) for g in groups for e in g.engines if e.role != "decode"]
     decoders = [(g, e) for g in groups for e in g.engines if e.role == "decode"]
@@ -157,6 +161,7 @@ def simulate(
     finished: list[SimRequest] = []  # of the step that just completed
     emitted: list[tuple[SimRequest, int]] = []
     leaving: list[SimRequest] = []  # prefilled PD requests whose KV is about to be sent
+    lane_free: dict[tuple[int, int], float] = {}  # (prefill rank, decode rank) -> lane free at
     done_group: Group | None = None
 
     def release(done: SimRequest, t: float) -> None:
@@ -175,12 +180,14 @@ def simulate(
             break
         if t_move <= min(t_arr, t_step, t_boot):
             now = t_move
-            _, _, r = heapq.heappop(moving)
-            decoders[r.decode_rank][1].add(r)
+            while moving and moving[0][0] <= now:  # all that landed by now, together
+                _, _, r = heapq.heappop(moving)
+                decoders[r.decode_rank][1].add(r)
         elif t_boot <= min(t_arr, t_step):
             now = t_boot
-            _, _, r = heapq.heappop(booting)
-            ranks[r.rank][1].add(r)
+            while booting and booting[0][0] <= now:
+                _, _, r = heapq.heappop(booting)
+                ranks[r.rank][1].add(r)
         elif t_arr <= t_step:
             now = t_arr
             while pending and pending[0][0] <= now:  # the scheduler receives all that queued
@@ -218,8 +225,12 @@ def simulate(
             for done in finished:
                 release(done, sent)
             for r in leaving:  # the KV goes when the result is processed, as the tokens do
+                lane = (r.rank, r.decode_rank)
+                start = max(sent, lane_free.get(lane, 0.0))  # after the lane's earlier ones
+                serial = handoff_serial_s(r) if handoff_serial_s else 0.0
+                lane_free[lane] = start + serial
                 delay = handoff_s(r) if handoff_s else 0.0
-                heapq.heappush(moving, (sent + delay, next(order), r))
+                heapq.heappush(moving, (start + delay, next(order), r))
             finished, emitted, leaving, done_group = [], [], [], None
     result.retractions = sum(e.retractions for _, e in ranks + decoders)
     return result

@@ -100,3 +100,19 @@ def test_sweep_report_and_compare(tiny_tokenizer, tmp_path):
     assert rows["output_tok_s"]["ratio"] == pytest.approx(b["output_tok_s"] / a["output_tok_s"])
     assert rows["ttft_s.p95"]["a"] == a["ttft_s"]["p95"]
     assert "| output_tok_s |" in markdown_table(list(rows.values()), "c1", "c4")
+
+
+def test_text_prompts_are_counted_by_the_clients_own_encoding(tiny_tokenizer):
+    # send_ids=False (a router that takes only text): the client's prompt count is its own
+    # encoding of the text it sent, per request
+    tokens = SegmentTokens(tiny_tokenizer)
+    spec = SPEC.with_overrides(num_requests=3, prime=False, hit_rate=0.0)
+    trace = generate(spec)
+    prompts = materialize(trace, tokens)
+    with serve_in_thread(make_app(FakeCache())) as url:
+        res = run_trace(trace, prompts, RunConfig(base_url=url, progress=False, send_ids=False),
+                        tokens)  # fmt: skip
+    for r in res.results:
+        text = tokens.text(prompts[r.request_id])
+        want = len(tiny_tokenizer.encode(text, add_special_tokens=False).ids)
+        assert r.client_prompt_tokens == want

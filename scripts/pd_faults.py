@@ -37,6 +37,25 @@ def _pricing(path: Path, upstream: str) -> Path:
     return path
 
 
+def markdown(record: dict) -> str:
+    """The totals as the table docs/scale-out.md quotes."""
+    rows = ["| side killed | kills | live streams at each kill: completed / failed / hung / broken "
+            "| sent while down or coming back: completed / failed / hung / broken "
+            "| side serving again after (s) | routed again after (s) | ledger problems |",
+            "|---|---:|---|---|---|---|---:|"]  # fmt: skip
+    for side, t in record["totals"].items():
+        runs = [r for r in record["runs"] if r["side"] == side]
+        cells = [side, str(len(runs))]
+        for phase in ("during", "after"):
+            cells.append(" / ".join(str(t[phase][k]) for k in ("completed", "failed", "hung",
+                                                               "broken")))  # fmt: skip
+        for key in ("side_serving_after_s", "routed_again_after_s"):
+            cells.append(", ".join(str(r[key]) for r in runs))
+        cells.append(str(t["ledger_problems"]))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="kills of each side")
@@ -111,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(totals, indent=1))
+    print(markdown(record))
     bad = any(t[p]["hung"] or t[p]["broken"] for t in totals.values() for p in ("during", "after"))
     return 1 if bad or any(t["ledger_problems"] for t in totals.values()) else 0
 

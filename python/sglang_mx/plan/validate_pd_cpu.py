@@ -102,8 +102,9 @@ def handoff_samples(pd: dict[int, float], plain: dict[int, float], cost) -> list
     ]
 
 
-def lone_ttfts(cfg: RunConfig, tokens, lens, repeats: int) -> dict[int, float]:
-    """Median TTFT of `repeats` lone prompts per length (each a fresh token run)."""
+def lone_ttfts(cfg: RunConfig, tokens, lens, repeats: int, raw=None) -> dict[int, float]:
+    """Median TTFT of `repeats` lone prompts per length (each a fresh token run); `raw`, when
+    given, collects every TTFT per length."""
     import numpy as np
 
     out = {}
@@ -115,6 +116,8 @@ def lone_ttfts(cfg: RunConfig, tokens, lens, repeats: int) -> dict[int, float]:
         if not ok:
             raise RuntimeError(f"lone {n}-token prompts all failed at {cfg.base_url}")
         out[n] = float(np.median(ok))
+        if raw is not None:
+            raw[n] = ok
     return out
 
 
@@ -125,6 +128,18 @@ def flush(*urls: str) -> None:
             if httpx.post(url + "/flush_cache", timeout=30).status_code < 300:
                 break
             time.sleep(0.1)
+
+
+def wait_quiet(limit: float, max_wait_s: float, waits: list, stage: str) -> None:
+    """Wait (up to `max_wait_s`) until the 1-minute load average is below `limit` (0: never
+    wait): other sessions' jobs on this shared box time-slice our servers, which no model of
+    SGLang's scheduler predicts. Each wait is recorded."""
+    if limit <= 0:
+        return
+    t0 = time.time()
+    while loadavg()[0] >= limit and time.time() - t0 < max_wait_s:
+        time.sleep(10)
+    waits.append({"stage": stage, "waited_s": round(time.time() - t0), "load": loadavg()})
 
 
 def transfer_totals(url: str) -> tuple[float, float]:
@@ -144,14 +159,14 @@ def parse_transfer_totals(text: str) -> tuple[float, float]:
     return total, count
 
 
-def lone_through_pd(cfg, tokens, urls) -> tuple[dict[int, float], list[tuple[int, float]]]:
+def lone_through_pd(cfg, tokens, urls, raw) -> tuple[dict[int, float], list[tuple[int, float]]]:
     """Lone TTFT medians through the router and, per length, the prefill server's mean
     transfer latency over those requests (s)."""
     ttft, transfer = {}, []
     for n in LONE_LENS:
         flush(*urls)
         before = transfer_totals(urls[0])
-        ttft |= lone_ttfts(cfg, tokens, [n], LONE_REPEATS)
+        ttft |= lone_ttfts(cfg, tokens, [n], LONE_REPEATS, raw)
         after = transfer_totals(urls[0])
         if after[1] > before[1]:
             transfer.append((n, (after[0] - before[0]) / (after[1] - before[1]) / 1e3))
@@ -163,7 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-requests", type=int, default=40, help="requests per sweep point")
     ap.add_argument("--output-len", type=int, default=16, help="output tokens per request")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--quiet-load",
+        type=float,
+        default=0.0,
+        help="before each stage and sweep rate wait for a 1-min load average below this (0: off)",
+    )
+    ap.add_argument("--quiet-wait-s", type=float, default=900.0, help="longest wait per stage")
     args = ap.parse_args(argv)
+    args.waits = []
     from sglang_mx.seam.cpu_binding import BIND_ENV
     from sglang_mx.testing.server import default_serve_args, start_server
 
@@ -171,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     model_dir, serve_args = default_serve_args()
     serve_args = [*serve_args, "--enable-metrics"]  # the prefill side's transfer latency
     tokens = SegmentTokens(load_tokenizer(model_dir))
+    wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, "calibration")
     load = {"calibration_start": loadavg()}
     plain = start_server(model_dir, serve_args, env={BIND_ENV: "0"})
     try:
@@ -179,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         calibrate_live(cfg, tokens)  # warm pass, discarded: every batch shape once
         cal = calibrate_live(cfg, tokens)
         # as text, the way the PD router takes prompts (it refuses token ids)
-        plain_lone = lone_ttfts(replace(cfg, send_ids=False), tokens, LONE_LENS, LONE_REPEATS)
+        plain_raw: dict[int, list[float]] = {}
+        text_cfg = replace(cfg, send_ids=False)
+        plain_lone = lone_ttfts(text_cfg, tokens, LONE_LENS, LONE_REPEATS, plain_raw)
     finally:
         plain.stop()
     load["calibration_end"] = loadavg()
@@ -193,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "calibration": cal.to_dict(),
         "calibration_wall_s": calibration_wall_s,
         "plain_lone_ttft_s": plain_lone,
+        "plain_lone_ttft_all_s": plain_raw,
     }
     return _with_pd(model_dir, serve_args, tokens, cal, first, load, args, t_start)
 
@@ -229,9 +256,12 @@ def _with_pd(model_dir, serve_args, tokens, cal, first, load, args, t_start) -> 
 
 def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> int:
     (p_sched, p_info), (d_sched, d_info) = (scheduler_config(u) for u in urls)
-    load["handoff_start"] = loadavg()
     lone_ttfts(cfg, tokens, LONE_LENS, 1)  # warm pass through PD, discarded
-    pd_lone, transfer = lone_through_pd(cfg, tokens, urls)
+    wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, "handoff")
+    load["handoff_start"] = loadavg()
+    pd_raw: dict[int, list[float]] = {}
+    pd_lone, transfer = lone_through_pd(cfg, tokens, urls, pd_raw)
+    load["handoff_end"] = loadavg()
     handoff = fit_handoff(
         handoff_samples(pd_lone, first["plain_lone_ttft_s"], cal.cost),
         kv_bytes_per_token(model_dir, p_info),
@@ -265,6 +295,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         "workload": spec.to_dict(),
         **first,
         "pd_lone_ttft_s": pd_lone,
+        "pd_lone_ttft_all_s": pd_raw,
         "handoff": handoff.to_dict(),
         "rates": rates,
         "rate_fractions_of_predicted_knee": list(RATE_FRACTIONS),
@@ -278,6 +309,8 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     t1 = time.time()
     measured = []
     for rate, point in zip(rates, sweep_specs(spec, "rate", rates), strict=True):
+        wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, f"rate {rate}")
+        load[f"rate {rate} start"] = loadavg()
         flush(*urls)
         trace = generate(point)
         slo = Slo(ttft_p95_s=slo_s, ttft_s=slo_s)
@@ -295,6 +328,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
             "sweep_wall_s": time.time() - t1,
             "wall_s": time.time() - t_start,
             "load_average": load,
+            "quiet_waits": args.waits,
             "comparison": compare(predicted, measured, slo_s),
         }
     )

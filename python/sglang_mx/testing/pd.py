@@ -95,22 +95,25 @@ def start_pd_sides(
     extra_args: Sequence[str] = (),
     prefill_env: dict[str, str] | None = None,
     decode_env: dict[str, str] | None = None,
+    prefill_extra: Sequence[str] = (),
+    decode_extra: Sequence[str] = (),
 ) -> PdSides:
     """Spawn both sides at once (their cold starts overlap) and return; `wait_serving` waits.
-    Each side is bound to its half of the cores unless its env says otherwise."""
+    `extra_args` go to both sides, `prefill_extra` / `decode_extra` to one. Each side is bound
+    to its half of the cores unless its env says otherwise."""
     require_transfer_engine()
     bootstrap = free_port()
     halves = core_halves()
     bind = [{BIND_ENV: h} for h in halves] if halves else [{}, {}]
     prefill = SupervisedServer(
         model_path,
-        [*extra_args, *prefill_args(bootstrap)],
+        [*extra_args, *prefill_extra, *prefill_args(bootstrap)],
         {**PD_ENV, **FAULT_ENV, **bind[0], **(prefill_env or {})},
     )
     try:
         decode = SupervisedServer(
             model_path,
-            [*extra_args, *decode_args()],
+            [*extra_args, *decode_extra, *decode_args()],
             {**PD_ENV, **FAULT_ENV, **bind[1], **(decode_env or {})},
         )
     except BaseException:

@@ -30,7 +30,8 @@ PD_SCRIPTS = {"mi355x-1p1d": "mi355x-1p1d.sh"}
 FAKE_CLI = """#!{python}
 import sys
 if sys.argv[1] == "serve":
-    print("SERVE", *sys.argv[2:], sep="\\n")
+    # one write: the engines print at the same time, and an unbuffered print writes piecewise
+    sys.stdout.write("\\n".join(["SERVE", *sys.argv[2:]]) + "\\n")
     sys.exit(0)
 from sglang_mx.cli.main import main
 sys.exit(main(sys.argv[1:]))

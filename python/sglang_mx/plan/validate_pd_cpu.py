@@ -26,20 +26,15 @@ from pathlib import Path
 import httpx
 
 from sglang_mx.bench.limits import fetch_limits
-from sglang_mx.bench.metrics import Slo, summarize
-from sglang_mx.bench.modelspec import load_model
+from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import WorkloadSpec
-from sglang_mx.plan import calibrate
-from sglang_mx.plan.config import SchedulerConfig
-from sglang_mx.plan.handoff import Handoff, HandoffSample, fit_handoff
-from sglang_mx.plan.knee import search_knee
-from sglang_mx.plan.sim import Group, build_groups, simulate
-from sglang_mx.plan.stepcost import Work
+from sglang_mx.plan.pd_lone import LoneStats, flush, measure_lone
+from sglang_mx.plan.pd_model import as_specified, kv_bytes_per_token, with_side_speeds
 from sglang_mx.plan.validate_cpu import (
     LOW_RATE,
     RATE_FRACTIONS,
@@ -50,13 +45,11 @@ from sglang_mx.plan.validate_cpu import (
     markdown,
     plot,
     scheduler_config,
-    workload,
 )
 
 OUT = Path("docs/results/planner-validation-pd-cpu.json")
 LONE_LENS = (64, 448)  # handoff fit: two prompt lengths; prompt + output stay under 512
 LONE_REPEATS = 5
-KV_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
 BOX_NOTE = (
     "2-core x86_64 CPU box shared with other sessions (their tests and servers may run at the "
     "same time): the load averages below say how busy it was; an accuracy claim holds only "
@@ -64,70 +57,18 @@ BOX_NOTE = (
 )
 
 
-def pd_groups(prefill: SchedulerConfig, decode: SchedulerConfig, cost) -> list[Group]:
-    return build_groups(prefill, cost, role="prefill") + build_groups(decode, cost, role="decode")
-
-
-def predict(spec: WorkloadSpec, rates, sides, cal, handoff: Handoff) -> list[dict]:
-    """Simulated sweep points: `sides` = (prefill, decode) scheduler configs."""
-    out = []
-    for rate, point in zip(rates, sweep_specs(spec, "rate", rates), strict=True):
-        groups = pd_groups(*sides, cal.cost)
-        res = simulate(
-            generate(point), groups, handoff_s=handoff, handoff_serial_s=handoff.serial_s
-        )
-        out.append({"x": rate, "summary": summarize(res.request_results(cal.frontend_s))})
-    return out
-
-
-def predicted_knee(spec: WorkloadSpec, sides, cal, handoff: Handoff) -> tuple[float, float]:
-    return search_knee(lambda r: predict(spec, [r], sides, cal, handoff)[0], LOW_RATE, SLO_FACTOR)
-
-
-def kv_bytes_per_token(model_dir, info: dict) -> float:
-    """What one prompt token ships: the model's latent + index-key bytes at the served KV dtype
-    (/get_server_info kv_cache_dtype; auto = the model dtype)."""
-    kv = str(info.get("kv_cache_dtype") or "auto")
-    kv_bytes = 1.0 if "fp8" in kv else KV_DTYPE_BYTES.get(str(info.get("dtype")), 2.0)
-    return load_model(str(model_dir)).kv_bytes_per_token(kv_bytes, 1.0)
-
-
-def handoff_samples(pd: dict[int, float], plain: dict[int, float], cost) -> list[HandoffSample]:
-    """One sample per prompt length from the two servers' median lone TTFTs; the plain
-    server's first decode step (context prompt + 1) is the calibrated one."""
-    return [
-        HandoffSample(n, pd[n], plain[n], cost([Work(decode=[n + 1])]).seconds)
-        for n in sorted(pd)
-        if n in plain
-    ]
-
-
-def lone_ttfts(cfg: RunConfig, tokens, lens, repeats: int, raw=None) -> dict[int, float]:
-    """Median TTFT of `repeats` lone prompts per length (each a fresh token run); `raw`, when
-    given, collects every TTFT per length."""
-    import numpy as np
-
-    out = {}
-    for n in lens:
-        trace = calibrate.lone_trace(f"lone-pd{n}", n, repeats)
-        slo_any = Slo(ttft_p95_s=1e9, ttft_s=None)
-        run = run_trace(trace, materialize(trace, tokens), cfg, tokens, slo_any)
-        ok = [r.ttft for r in run.results if r.ok]
-        if not ok:
-            raise RuntimeError(f"lone {n}-token prompts all failed at {cfg.base_url}")
-        out[n] = float(np.median(ok))
-        if raw is not None:
-            raw[n] = ok
-    return out
-
-
-def flush(*urls: str) -> None:
-    """SGLang's /flush_cache on each server (it refuses while requests finish: retried)."""
-    for url in urls:
-        for _ in range(50):
-            if httpx.post(url + "/flush_cache", timeout=30).status_code < 300:
-                break
-            time.sleep(0.1)
+def pd_workload(num_requests: int, input_len: int = 256, output_len: int = 32) -> WorkloadSpec:
+    """Prompts long enough that each side's steps, not the client, router and tokenizers that
+    share the two cores, bound the knee; 50% prefix hit on 2 primed prefixes."""
+    return WorkloadSpec.fixed(
+        f"cpu-validate-pd-{input_len}-{output_len}-50",
+        input_len,
+        output_len,
+        hit_rate=0.5,
+        prefix_groups=2,
+        num_requests=num_requests,
+        rate=1.0,
+    )
 
 
 def wait_quiet(limit: float, max_wait_s: float, waits: list, stage: str) -> None:
@@ -142,41 +83,20 @@ def wait_quiet(limit: float, max_wait_s: float, waits: list, stage: str) -> None
     waits.append({"stage": stage, "waited_s": round(time.time() - t0), "load": loadavg()})
 
 
-def transfer_totals(url: str) -> tuple[float, float]:
-    """(sum ms, count) of the server's sglang:kv_transfer_latency_ms histogram (a prefill
-    server started with --enable-metrics); (0, 0) when it reports none."""
-    return parse_transfer_totals(httpx.get(url + "/metrics", timeout=30).text)
-
-
-def parse_transfer_totals(text: str) -> tuple[float, float]:
-    total = count = 0.0
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name == "sglang:kv_transfer_latency_ms_sum":
-            total += float(line.rsplit(" ", 1)[1])
-        elif name == "sglang:kv_transfer_latency_ms_count":
-            count += float(line.rsplit(" ", 1)[1])
-    return total, count
-
-
-def lone_through_pd(cfg, tokens, urls, raw) -> tuple[dict[int, float], list[tuple[int, float]]]:
-    """Lone TTFT medians through the router and, per length, the prefill server's mean
-    transfer latency over those requests (s)."""
-    ttft, transfer = {}, []
+def lone_all(cfg, tokens, metrics_url: str, urls=(), repeats=LONE_REPEATS) -> dict:
+    """LoneStats per prompt length in LONE_LENS (`urls` flushed before each)."""
+    out: dict[int, LoneStats] = {}
     for n in LONE_LENS:
         flush(*urls)
-        before = transfer_totals(urls[0])
-        ttft |= lone_ttfts(cfg, tokens, [n], LONE_REPEATS, raw)
-        after = transfer_totals(urls[0])
-        if after[1] > before[1]:
-            transfer.append((n, (after[0] - before[0]) / (after[1] - before[1]) / 1e3))
-    return ttft, transfer
+        out[n] = measure_lone(cfg, tokens, n, repeats, metrics_url)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sglang_mx.plan.validate_pd_cpu")
     ap.add_argument("--num-requests", type=int, default=40, help="requests per sweep point")
-    ap.add_argument("--output-len", type=int, default=16, help="output tokens per request")
+    ap.add_argument("--input-len", type=int, default=256, help="prompt tokens per request")
+    ap.add_argument("--output-len", type=int, default=32, help="output tokens per request")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument(
         "--quiet-load",
@@ -203,23 +123,17 @@ def main(argv: list[str] | None = None) -> int:
         calibrate_live(cfg, tokens)  # warm pass, discarded: every batch shape once
         cal = calibrate_live(cfg, tokens)
         # as text, the way the PD router takes prompts (it refuses token ids)
-        plain_raw: dict[int, list[float]] = {}
-        text_cfg = replace(cfg, send_ids=False)
-        plain_lone = lone_ttfts(text_cfg, tokens, LONE_LENS, LONE_REPEATS, plain_raw)
+        plain_lone = lone_all(replace(cfg, send_ids=False), tokens, plain.base_url)
     finally:
         plain.stop()
     load["calibration_end"] = loadavg()
     calibration_wall_s = time.time() - t_start
-    print(
-        f"calibrated in {calibration_wall_s:.0f} s: {cal.terms}; plain lone TTFT {plain_lone}",
-        file=sys.stderr,
-    )
+    print(f"calibrated in {calibration_wall_s:.0f} s: {cal.terms}", file=sys.stderr)
     first = {
         "plain_server": plain_info,
         "calibration": cal.to_dict(),
         "calibration_wall_s": calibration_wall_s,
-        "plain_lone_ttft_s": plain_lone,
-        "plain_lone_ttft_all_s": plain_raw,
+        "plain_lone": plain_lone,
     }
     return _with_pd(model_dir, serve_args, tokens, cal, first, load, args, t_start)
 
@@ -256,28 +170,34 @@ def _with_pd(model_dir, serve_args, tokens, cal, first, load, args, t_start) -> 
 
 def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> int:
     (p_sched, p_info), (d_sched, d_info) = (scheduler_config(u) for u in urls)
-    lone_ttfts(cfg, tokens, LONE_LENS, 1)  # warm pass through PD, discarded
+    lone_all(cfg, tokens, urls[0], urls, 1)  # warm pass through PD, discarded
     wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, "handoff")
     load["handoff_start"] = loadavg()
-    pd_raw: dict[int, list[float]] = {}
-    pd_lone, transfer = lone_through_pd(cfg, tokens, urls, pd_raw)
+    pd_lone = lone_all(cfg, tokens, urls[0], urls)
     load["handoff_end"] = loadavg()
-    handoff = fit_handoff(
-        handoff_samples(pd_lone, first["plain_lone_ttft_s"], cal.cost),
+    transfer = [(n, s.transfer_s) for n, s in pd_lone.items() if s.transfer_s == s.transfer_s]
+    fit_args = (
+        (p_sched, d_sched),
+        cal,
+        first["plain_lone"],
+        pd_lone,
         kv_bytes_per_token(model_dir, p_info),
         transfer,
     )
-    print(
-        f"handoff: {handoff.latency_s * 1e3:.1f} ms + {handoff.per_token_s * 1e6:.2f} us/token; "
-        f"serial {handoff.serial_latency_s * 1e3:.1f} ms + "
-        f"{handoff.serial_per_token_s * 1e6:.2f} us/token; PD lone {pd_lone}, transfer {transfer}",
-        file=sys.stderr,
-    )
-    spec = workload(args.num_requests, args.output_len)
-    sides = (p_sched, d_sched)
-    slo_s, knee = predicted_knee(spec, sides, cal, handoff)
+    models = [as_specified(*fit_args), with_side_speeds(*fit_args)]
+    for m in models:
+        h = m.handoff
+        print(
+            f"{m.name}: factors {m.factors}; handoff {h.latency_s * 1e3:.1f} ms + "
+            f"{h.per_token_s * 1e6:.1f} us/token, serial {h.serial_latency_s * 1e3:.1f} ms + "
+            f"{h.serial_per_token_s * 1e6:.1f} us/token",
+            file=sys.stderr,
+        )
+    spec = pd_workload(args.num_requests, args.input_len, args.output_len)
+    # the sweep is placed by the model with the measured side speeds; its SLA judges both
+    slo_s, knee = models[1].knee(spec, LOW_RATE, SLO_FACTOR)
     rates = [round(knee * f, 3) for f in RATE_FRACTIONS]
-    predicted = predict(spec, rates, sides, cal, handoff)
+    predicted = {m.name: m.predict(spec, rates) for m in models}
     config = {
         "prefill": p_info,
         "decode": d_info,
@@ -286,20 +206,23 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     }
     result = {
         "stamp": stamp(None, config),
-        "what": "planner prediction (prefill + decode engines, calibrated step cost, fitted "
-        "handoff) vs a measured `sglang-mx bench` rate sweep through sglang-router's PD mode "
+        "what": "planner predictions (prefill + decode engines, calibrated step cost, fitted "
+        "handoff; two builds, pd_model.py) vs a measured `sglang-mx bench` rate sweep "
+        "through sglang-router's PD mode "
         "in front of one prefill and one decode SGLang 0.5.23 server (default tiny GLM-5, "
         "Mooncake over TCP on loopback, one core each)",
         "box": BOX_NOTE,
         "command": "python -m sglang_mx.plan.validate_pd_cpu " + " ".join(sys.argv[1:]),
         "workload": spec.to_dict(),
         **first,
-        "pd_lone_ttft_s": pd_lone,
-        "pd_lone_ttft_all_s": pd_raw,
-        "handoff": handoff.to_dict(),
+        "plain_lone": {n: v.to_dict() for n, v in first["plain_lone"].items()},
+        "pd_lone": {n: v.to_dict() for n, v in pd_lone.items()},
+        "models": [m.to_dict() for m in models],
         "rates": rates,
         "rate_fractions_of_predicted_knee": list(RATE_FRACTIONS),
-        "predicted": predicted,
+        "rates_placed_by": models[1].name,
+        "predicted_by_model": predicted,
+        "predicted": predicted[models[1].name],
         "slo_ttft_p95_s": slo_s,
         "load_average": load,
     }
@@ -329,14 +252,15 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
             "wall_s": time.time() - t_start,
             "load_average": load,
             "quiet_waits": args.waits,
-            "comparison": compare(predicted, measured, slo_s),
+            "comparison_by_model": {k: compare(v, measured, slo_s) for k, v in predicted.items()},
+            "comparison": compare(predicted[models[1].name], measured, slo_s),
         }
     )
     args.out.write_text(json.dumps(result, indent=1, default=str))
     plot(result, args.out.with_suffix(".png"), "PD 1 prefill + 1 decode (1 core each)")
-    c = result["comparison"]
-    print(json.dumps({k: v for k, v in c.items() if k != "rows"}, indent=1))
-    print(markdown(result))
+    for name, c in result["comparison_by_model"].items():
+        print(name, json.dumps({k: v for k, v in c.items() if k != "rows"}, indent=1))
+        print(markdown(result | {"comparison": c}))
     return 0
 
 

@@ -1,19 +1,21 @@
-"""validate_pd_cpu without servers: the handoff fit recovers a known transfer from simulated lone
-requests (plain server vs PD pair, the CPU overlap loop's lag included), the predicted knee is
-where the simulated PD TTFT p95 crosses the SLA, and the judge passes a measured sweep whose
-knee is within 25% and fails one that is not."""
+"""validate_pd_cpu's model builds without servers (pd_model.py): from simulated lone requests of
+a plain server and of a PD pair with known step costs and handoff, both builds recover that
+handoff and the side speeds; the predicted knee is where the simulated PD TTFT p95 crosses the
+SLA; the judge passes a measured sweep within 25% and fails one that is not; SGLang's metric
+text is read as SGLang writes it."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import types
 
 import pytest
 from plan_support import cfg
-from sglang_mx.bench.metrics import summarize
+from sglang_mx.plan import pd_model as M
 from sglang_mx.plan import validate_pd_cpu as V
+from sglang_mx.plan.calibrate import lone_trace
 from sglang_mx.plan.handoff import Handoff, HandoffSample, fit_handoff
+from sglang_mx.plan.pd_lone import PREFILL_FORWARD, TRANSFER, LoneStats, histogram_totals
 from sglang_mx.plan.sim import build_groups, simulate
 from sglang_mx.plan.validate_cpu import compare
 from test_plan_calibrate import TRUE, cost_of
@@ -21,25 +23,60 @@ from test_plan_calibrate import TRUE, cost_of
 TINY = "python/sglang_mx/assets/tiny-glm5-quark"
 SCHED = cfg(sync_forward=True, page_size=64, schedule_policy="fcfs")
 CAL = types.SimpleNamespace(cost=cost_of(TRUE), frontend_s=TRUE["frontend"])
+TRUE_HANDOFF = Handoff(latency_s=0.012, per_token_s=3e-6, bytes_per_token=4872)
 
 
-def _lone_ttft(groups, n: int, handoff=None) -> float:
-    from sglang_mx.plan.calibrate import lone_trace
+def _fake_pd(k_p: float = 1.0, k_d: float = 1.0, handoff: Handoff = TRUE_HANDOFF) -> M.PdModel:
+    """A PD pair standing in for the live one: sides k_p / k_d times the plain server's cost."""
+    return M.PdModel("fake", SCHED, SCHED, M.scaled(CAL.cost, k_p), M.scaled(CAL.cost, k_d),
+                     CAL.frontend_s, handoff, (k_p, k_d))  # fmt: skip
 
-    res = simulate(lone_trace(f"t{n}", n, 3), groups, handoff_s=handoff)
-    return summarize(res.request_results(CAL.frontend_s))["ttft_s"]["p50"]
+
+def _stats(results, n: int, prefill_forward: float) -> LoneStats:
+    return LoneStats(n, [r.ttft for r in results], [x for r in results for x in r.itl],
+                     prefill_forward)  # fmt: skip
 
 
-def test_fit_recovers_the_handoff_from_lone_requests():
-    true = Handoff(latency_s=0.012, per_token_s=3e-6, bytes_per_token=4872)
-    plain = {n: _lone_ttft(build_groups(SCHED, CAL.cost), n) for n in V.LONE_LENS}
-    pd = {n: _lone_ttft(V.pd_groups(SCHED, SCHED, CAL.cost), n, true) for n in V.LONE_LENS}
-    fit = fit_handoff(V.handoff_samples(pd, plain, CAL.cost), 4872)
-    assert fit.latency_s == pytest.approx(0.012, abs=1e-9)
-    assert fit.per_token_s == pytest.approx(3e-6, rel=1e-6)
-    assert fit.bytes_per_s == pytest.approx(4872 / 3e-6)
-    # without the lag correction the plain server's first decode step would shrink the latency
-    assert all(s.plain_lag_s > 0.01 for s in fit.samples)
+def _lone(fake: M.PdModel) -> tuple[dict, dict]:
+    """Lone requests at V.LONE_LENS on the plain server and through `fake`, as LoneStats (the
+    prefill_forward stage as SGLang would report it: that side's prefill step)."""
+    plain, pd = {}, {}
+    for n in V.LONE_LENS:
+        tr = lone_trace(f"t{n}", n, 3)
+        res = simulate(tr, build_groups(SCHED, CAL.cost)).request_results(CAL.frontend_s)
+        plain[n] = _stats(res, n, M._prefill_step(CAL.cost, n))
+        res = simulate(tr, fake.groups(), handoff_s=fake.handoff).request_results(CAL.frontend_s)
+        pd[n] = _stats(res, n, M._prefill_step(fake.prefill_cost, n))
+    return plain, pd
+
+
+def test_as_specified_recovers_the_handoff_when_sides_run_at_the_plain_speed():
+    plain, pd = _lone(_fake_pd())
+    m = M.as_specified((SCHED, SCHED), CAL, plain, pd, 4872, [])
+    assert m.handoff.latency_s == pytest.approx(0.012, abs=1e-9)
+    assert m.handoff.per_token_s == pytest.approx(3e-6, rel=1e-6)
+    assert m.handoff.bytes_per_s == pytest.approx(4872 / 3e-6)
+    # the plain server's first decode step is taken out of its TTFT (the CPU overlap lag)
+    assert all(s.plain_lag_s > 0.01 for s in m.handoff.samples)
+
+
+def test_side_speeds_recover_slower_sides_and_their_handoff():
+    fake = _fake_pd(k_p=2.0, k_d=1.5)
+    plain, pd = _lone(fake)
+    m = M.with_side_speeds((SCHED, SCHED), CAL, plain, pd, 4872, [])
+    # prefill from the stage means exactly; decode from median ITLs (which gap is the median
+    # moves it by < 0.1%)
+    assert m.factors == pytest.approx((2.0, 1.5), rel=1e-3)
+    assert m.handoff.latency_s == pytest.approx(0.012, abs=1e-9)
+    assert m.handoff.per_token_s == pytest.approx(3e-6, rel=1e-6)
+    spec = V.pd_workload(16, 128, 8)
+    for got, want in zip(m.predict(spec, [1.0, 3.0]), fake.predict(spec, [1.0, 3.0]), strict=True):
+        assert got["summary"]["ttft_s"]["p95"] == pytest.approx(
+            want["summary"]["ttft_s"]["p95"],
+            rel=0.03,  # near saturation 0.03% in k_d shows
+        )
+    # the build that assumes plain-speed sides puts the slower prefill into a delay instead
+    assert M.as_specified((SCHED, SCHED), CAL, plain, pd, 4872, []).handoff.per_token_s > 1e-4
 
 
 def test_fit_keeps_both_terms_non_negative():
@@ -49,49 +86,6 @@ def test_fit_keeps_both_terms_non_negative():
     assert fit.per_token_s == 0.0 and fit.latency_s == pytest.approx(0.0295)
     with pytest.raises(ValueError):
         fit_handoff([], 1.0)
-
-
-def test_tiny_glm5_ships_its_latent_and_index_keys():
-    # 4 layers x (512 + 64) latent values, 2 index layers (indexer_types) x (128 FP8 + 4 B)
-    assert V.kv_bytes_per_token(TINY, {"kv_cache_dtype": "auto", "dtype": "bfloat16"}) == (
-        4 * 576 * 2 + 2 * 132
-    )
-    assert V.kv_bytes_per_token(TINY, {"kv_cache_dtype": "fp8_e4m3"}) == 4 * 576 + 2 * 132
-
-
-def _sweep(spec, rates, slow: float, handoff: Handoff) -> list[dict]:
-    """A fake upstream: the PD pair simulated with every step `slow` times the model's."""
-    base = CAL.cost
-    cost = dataclasses.replace(
-        base,
-        **{
-            f.name: getattr(base, f.name) * slow
-            for f in dataclasses.fields(base)
-            if f.name.endswith("_s")
-        },
-    )
-    return V.predict(
-        spec,
-        rates,
-        (SCHED, SCHED),
-        types.SimpleNamespace(cost=cost, frontend_s=CAL.frontend_s),
-        handoff,
-    )
-
-
-def test_knee_is_judged_on_the_measured_sweep():
-    handoff = Handoff(0.02, 2e-6, 4872)
-    spec = V.workload(24, 8)
-    slo, knee = V.predicted_knee(spec, (SCHED, SCHED), CAL, handoff)
-    rates = [round(knee * f, 3) for f in V.RATE_FRACTIONS]
-    pred = V.predict(spec, rates, (SCHED, SCHED), CAL, handoff)
-    assert pred[3]["summary"]["ttft_s"]["p95"] <= slo < pred[-1]["summary"]["ttft_s"]["p95"]
-    close = compare(pred, _sweep(spec, rates, 1.05, handoff), slo)
-    assert close["knee_reached"]["meas"] and close["targets"]["knee_within_25pct"]
-    # 30% slower steps: the measured TTFT p95 misses the SLA from the first rate on, so there
-    # is no measured knee inside the sweep and the target fails
-    far = compare(pred, _sweep(spec, rates, 1.3, handoff), slo)
-    assert math.isnan(far["knee_rate_meas"]) and not far["targets"]["knee_within_25pct"]
 
 
 def test_serial_part_comes_from_the_servers_transfer_latency():
@@ -107,13 +101,40 @@ def test_serial_part_comes_from_the_servers_transfer_latency():
     assert whole.serial_s(r) == pytest.approx(whole(r))
 
 
-def test_transfer_totals_read_from_prometheus_text():
+def test_tiny_glm5_ships_its_latent_and_index_keys():
+    # 4 layers x (512 + 64) latent values, 2 index layers (indexer_types) x (128 FP8 + 4 B)
+    assert M.kv_bytes_per_token(TINY, {"kv_cache_dtype": "auto", "dtype": "bfloat16"}) == (
+        4 * 576 * 2 + 2 * 132
+    )
+    assert M.kv_bytes_per_token(TINY, {"kv_cache_dtype": "fp8_e4m3"}) == 4 * 576 + 2 * 132
+
+
+def test_knee_is_judged_on_the_measured_sweep():
+    model = _fake_pd(handoff=Handoff(0.02, 2e-6, 4872))
+    spec = V.pd_workload(24, 128, 8)
+    slo, knee = model.knee(spec, V.LOW_RATE, V.SLO_FACTOR)
+    rates = [round(knee * f, 3) for f in V.RATE_FRACTIONS]
+    pred = model.predict(spec, rates)
+    assert pred[3]["summary"]["ttft_s"]["p95"] <= slo < pred[-1]["summary"]["ttft_s"]["p95"]
+    close = compare(pred, _fake_pd(1.05, 1.05, model.handoff).predict(spec, rates), slo)
+    assert close["knee_reached"]["meas"] and close["targets"]["knee_within_25pct"]
+    # 30% slower sides: the measured TTFT p95 misses the SLA from the first rate on, so there
+    # is no measured knee inside the sweep and the target fails
+    far = compare(pred, _fake_pd(1.3, 1.3, model.handoff).predict(spec, rates), slo)
+    assert math.isnan(far["knee_rate_meas"]) and not far["targets"]["knee_within_25pct"]
+
+
+def test_stage_and_transfer_means_read_from_prometheus_text():
     text = "\n".join([
         "# HELP sglang:kv_transfer_latency_ms Histogram of KV cache transfer latency in ms.",
         'sglang:kv_transfer_latency_ms_bucket{le="1.0",model_name="m"} 0.0',
         'sglang:kv_transfer_latency_ms_sum{model_name="m"} 120.5',
         'sglang:kv_transfer_latency_ms_count{model_name="m"} 3.0',
-        'sglang:kv_transfer_speed_gb_s_sum{model_name="m"} 9.0',
+        'sglang:per_stage_req_latency_seconds_sum{model_name="m",stage="prefill_forward"} 0.9',
+        'sglang:per_stage_req_latency_seconds_count{model_name="m",stage="prefill_forward"} 6.0',
+        'sglang:per_stage_req_latency_seconds_sum{model_name="m",stage="prefill_bootstrap"} 1',
     ])  # fmt: skip
-    assert V.parse_transfer_totals(text) == (120.5, 3.0)
-    assert V.parse_transfer_totals("") == (0.0, 0.0)
+    totals = histogram_totals(text)
+    assert totals[TRANSFER] == (120.5, 3.0)
+    assert totals[PREFILL_FORWARD] == (0.9, 6.0)
+    assert histogram_totals("") == {}

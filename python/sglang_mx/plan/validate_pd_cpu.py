@@ -2,22 +2,25 @@
 
     PYTHONPATH=$PWD/python:$PWD/sgl-kernel-rocm .venv/bin/python -m sglang_mx.plan.validate_pd_cpu
 
-1. a plain server on the default tiny GLM-5, bound to one core (each PD side gets one core of
-   this 2-core box): the step cost is calibrated from its batches (calibrate.py), and lone
-   prompts at two lengths measure its TTFT;
-2. a prefill and a decode server (Mooncake over TCP on loopback, one core each) behind
+1. a plain server on the default tiny GLM-5 pinned to one core (each PD side gets one core of
+   this 2-core box; testing/pin_cores.py, since SGLANG_CPU_OMP_THREADS_BIND binds nothing here):
+   the step cost is calibrated from its batches (calibrate.py), and lone prompts at two lengths
+   measure its TTFT and, from SGLang's own stage metrics, its prefill forward;
+2. a prefill and a decode server (Mooncake over TCP on loopback, one pinned core each) behind
    sglang-router's PD mode: the same lone prompts through the router; the handoff (latency +
-   per-token transfer) is fitted from the difference (handoff.py);
-3. the PD rate sweep is predicted with prefill and decode engines and the fitted handoff, and
-   frozen in docs/results/planner-validation-pd-cpu.json before it is measured through the
-   router with bench's runner; the knee is judged on those rates, which fit nothing.
+   per-token transfer) and each side's speed are fitted from them (pd_model.py, handoff.py);
+3. the PD rate sweep is predicted by both model builds and frozen in
+   docs/results/planner-validation-pd-cpu.json before it is measured through the router with
+   bench's runner; the knee is judged on those rates, which fit nothing.
 
-The box is shared: the file records the load average at each stage."""
+The box is shared: the file records the load average at each stage (and `--quiet-load` waits
+for other sessions' jobs to finish first)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.waits = []
     from sglang_mx.seam.cpu_binding import BIND_ENV
+    from sglang_mx.testing.pin_cores import ONE_THREAD_ENV, allowed_cores, pin_server
     from sglang_mx.testing.server import default_serve_args, start_server
 
     t_start = time.time()
@@ -116,8 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     tokens = SegmentTokens(load_tokenizer(model_dir))
     wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, "calibration")
     load = {"calibration_start": loadavg()}
-    plain = start_server(model_dir, serve_args, env={BIND_ENV: "0"})
+    core_p, core_d = sorted(os.sched_getaffinity(0))[:2]
+    plain = start_server(model_dir, serve_args, env={BIND_ENV: str(core_p), **ONE_THREAD_ENV})
     try:
+        args.pinned = {"plain": pin_server(plain.base_url, {core_p})}
+        args.pinned["plain cores"] = sorted(allowed_cores(plain.base_url))
         cfg = RunConfig(base_url=plain.base_url, progress=False, warmup=1)
         plain_info = scheduler_config(plain.base_url)[1]
         calibrate_live(cfg, tokens)  # warm pass, discarded: every batch shape once
@@ -141,12 +148,17 @@ def main(argv: list[str] | None = None) -> int:
 def _with_pd(model_dir, serve_args, tokens, cal, first, load, args, t_start) -> int:
     from sglang_mx.provider.launch import pd_router_process
     from sglang_mx.testing.pd import start_pd_sides
+    from sglang_mx.testing.pin_cores import ONE_THREAD_ENV, allowed_cores, pin_server
     from sglang_mx.testing.server import free_port
 
-    sides = start_pd_sides(model_dir, serve_args)
+    sides = start_pd_sides(model_dir, serve_args, ONE_THREAD_ENV, ONE_THREAD_ENV)
     try:
         sides.wait_serving()
         p_url, d_url = sides.prefill.base_url, sides.decode.base_url
+        core_p, core_d = sorted(os.sched_getaffinity(0))[:2]
+        for url, core, side in ((p_url, core_p, "prefill"), (d_url, core_d, "decode")):
+            args.pinned[side] = pin_server(url, {core})
+            args.pinned[f"{side} cores"] = sorted(allowed_cores(url))
         # its own metrics port: another router on the box (a test) holds the default one
         extra = ("--prometheus-port", str(free_port()))
         with pd_router_process([(p_url, sides.bootstrap_port)], [d_url], extra) as router:
@@ -212,6 +224,10 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         "in front of one prefill and one decode SGLang 0.5.23 server (default tiny GLM-5, "
         "Mooncake over TCP on loopback, one core each)",
         "box": BOX_NOTE,
+        "pinning": "each server started with OMP_NUM_THREADS=1 and every thread of its "
+        "processes pinned to one core (testing/pin_cores.py: SGLANG_CPU_OMP_THREADS_BIND binds "
+        "nothing without AMX); router and client unpinned",
+        "pinned_threads": args.pinned,
         "command": "python -m sglang_mx.plan.validate_pd_cpu " + " ".join(sys.argv[1:]),
         "workload": spec.to_dict(),
         **first,

@@ -1,5 +1,5 @@
 """Fault counts for the CPU PD topology, recorded: provider -> sglang-router (PD) -> one prefill
-and one decode server of the default tiny GLM-5 (Mooncake over TCP, each side on its own core,
+and one decode server of the default tiny GLM-5 (Mooncake over TCP, both sides sharing the cores,
 both supervised). Each round kills one side (SIGKILL of its process group) while `--streams`
 streamed requests are decoding, then sends a request every 2 s until one completes; counts
 completed / failed (fast, OpenAI-shaped) / hung / broken per fault, restart and re-route times,
@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                 "model": model,
                 "serve_args": serve_args,
                 "transfer": "mooncake TCP on loopback",
-                "cores": "prefill and decode one core each",
+                "cores": "prefill and decode asked for a core each (SGLANG_CPU_OMP_THREADS_BIND, "
+                "not applied without AMX: both shared the 2 cores)",
                 "sides_env": FAULT_ENV,
             },
         ),  # fmt: skip

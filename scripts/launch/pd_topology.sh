@@ -4,8 +4,9 @@
 # Usage: scripts/launch/pd_topology.sh MODEL_PATH PRICING_JSON [EXTRA SGLANG ARGS...]
 # Env: PREFILL_PORT (30000), DECODE_PORT (30001), BOOTSTRAP_PORT (8998: the prefill's KV bootstrap
 #      server), ROUTER_PORT (29000), PROVIDER_PORT (8080), DB (provider.sqlite), HOST (127.0.0.1).
-# Needs the transfer engine `make setup` installs (with libibverbs1/librdmacm1). Each side gets
-# half of this box's cores (SGLANG_CPU_OMP_THREADS_BIND), as if on its own node; the suite runs
+# Needs the transfer engine `make setup` installs (with libibverbs1/librdmacm1). Each side asks
+# for half of this box's cores (SGLANG_CPU_OMP_THREADS_BIND; SGLang 0.5.23 binds by it only on
+# CPUs with AMX or on arm64), as if on its own node; the suite runs
 # the same topology (test/sglang_mx/provider/test_pd_topology.py).
 # On GPU nodes: drop MC_FORCE_TCP/MOONCAKE_PROTOCOL (RDMA), add --disaggregation-ib-device.
 # Ctrl-C stops everything it started.

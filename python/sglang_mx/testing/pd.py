@@ -81,8 +81,8 @@ class PdSides:
 
 def core_halves() -> tuple[str, str] | None:
     """SGLANG_CPU_OMP_THREADS_BIND values giving each side half of this process's cores (its
-    own "node": two servers each spreading OpenMP over all cores would thrash), or None on one
-    core."""
+    own "node"), or None on one core. SGLang 0.5.23 binds by them only on CPUs with AMX or on
+    arm64; elsewhere both sides keep all cores (sglang_mx.testing.pin_cores pins for real)."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         return None
@@ -99,8 +99,8 @@ def start_pd_sides(
     decode_extra: Sequence[str] = (),
 ) -> PdSides:
     """Spawn both sides at once (their cold starts overlap) and return; `wait_serving` waits.
-    `extra_args` go to both sides, `prefill_extra` / `decode_extra` to one. Each side is bound
-    to its half of the cores unless its env says otherwise."""
+    `extra_args` go to both sides, `prefill_extra` / `decode_extra` to one. Each side asks for
+    its half of the cores (core_halves) unless its env says otherwise."""
     require_transfer_engine()
     bootstrap = free_port()
     halves = core_halves()

@@ -108,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         help="before each stage and sweep rate wait for a 1-min load average below this (0: off)",
     )
     ap.add_argument("--quiet-wait-s", type=float, default=900.0, help="longest wait per stage")
+    ap.add_argument(
+        "--rate-fractions",
+        default=",".join(str(f) for f in RATE_FRACTIONS),
+        help="sweep rates as fractions of the predicted knee (comma-separated)",
+    )
     args = ap.parse_args(argv)
     args.waits = []
     from sglang_mx.seam.cpu_binding import BIND_ENV
@@ -208,7 +213,8 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     spec = pd_workload(args.num_requests, args.input_len, args.output_len)
     # the sweep is placed by the model with the measured side speeds; its SLA judges both
     slo_s, knee = models[1].knee(spec, LOW_RATE, SLO_FACTOR)
-    rates = [round(knee * f, 3) for f in RATE_FRACTIONS]
+    fractions = [float(f) for f in args.rate_fractions.split(",")]
+    rates = [round(knee * f, 3) for f in fractions]
     predicted = {m.name: m.predict(spec, rates) for m in models}
     config = {
         "prefill": p_info,
@@ -235,7 +241,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         "pd_lone": {n: v.to_dict() for n, v in pd_lone.items()},
         "models": [m.to_dict() for m in models],
         "rates": rates,
-        "rate_fractions_of_predicted_knee": list(RATE_FRACTIONS),
+        "rate_fractions_of_predicted_knee": fractions,
         "rates_placed_by": models[1].name,
         "predicted_by_model": predicted,
         "predicted": predicted[models[1].name],

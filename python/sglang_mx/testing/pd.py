@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from sglang_mx.seam.cpu_binding import BIND_ENV, bind_groups
+from sglang_mx.testing.pin_cores import ONE_THREAD_ENV
 from sglang_mx.testing.server import STARTUP_TIMEOUT_S, SupervisedServer, free_port
 
 # TCP on loopback: SGLang's transfer-engine wrapper reads MOONCAKE_PROTOCOL (default rdma), the
@@ -105,6 +106,10 @@ def start_pd_sides(
     bootstrap = free_port()
     halves = core_halves()
     bind = [{BIND_ENV: h} for h in halves] if halves else [{}, {}]
+    # One intra-op thread a side: SGLang applies the binding only with AMX or on arm64, so
+    # without it two sides spinning OpenMP over every core would crowd out everything else the
+    # box runs (the rest of the suite, the plain reference server).
+    bind = [{**ONE_THREAD_ENV, **b} for b in bind]
     prefill = SupervisedServer(
         model_path,
         [*extra_args, *prefill_extra, *prefill_args(bootstrap)],

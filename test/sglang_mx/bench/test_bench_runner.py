@@ -39,7 +39,9 @@ def test_measured_hit_rate_matches_design(tiny_tokenizer, turns):
     assert s["output_tokens"] == 12 * 32
     assert abs(s["hit_rate"] - 0.6) < 0.01
     assert s["ttft_s"]["p50"] > 0 and len(res.results[0].itl) == 31
-    assert res.warnings == []
+    # The load generator's own timing check (schedule lag p99 <= 10 ms) depends on what else
+    # the box runs (18 ms in a full suite beside server tests): a speed, not this behaviour.
+    assert [w for w in res.warnings if not w.startswith("CLIENT-BOUND")] == []
 
 
 def test_warm_cache_is_reported_loudly(tiny_tokenizer, capsys):

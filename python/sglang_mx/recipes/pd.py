@@ -40,7 +40,8 @@ def names() -> list[str]:
     return sorted(load().get("disaggregated", {}))
 
 
-def _without(args: tuple[str, ...], drop: dict[str, str]) -> list[str]:
+def without(args: tuple[str, ...], drop: dict[str, str]) -> list[str]:
+    """`args` less each flag in `drop` (with its value, when it takes one)."""
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -55,7 +56,7 @@ def _role(name: str, role: str, spec: dict) -> tuple[str, ...]:
     base: list[str] = []
     if "from" in spec:
         src = load()["recipes"][spec["from"]]["args"]
-        base = _without(expand(spec["from"], src), spec.get("drop", {}))
+        base = without(expand(spec["from"], src), spec.get("drop", {}))
     args = expand(f"{name}:{role}", [*base, *spec["args"]])
     value = {f: args[args.index(f) + 1] for f in (MODE, TRANSFER) if f in args}
     if value.get(MODE) != role:

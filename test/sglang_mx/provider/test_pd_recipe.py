@@ -14,7 +14,6 @@ import httpx
 import pytest
 from provider_support import pd_router_process
 from sglang_mx.recipes import pd as pd_recipes
-from sglang_mx.recipes.book import takes_value
 
 pytestmark = pytest.mark.server
 
@@ -41,13 +40,7 @@ DROPPED = {
 
 
 def cpu_role_args(role: str) -> list[str]:
-    src, out, i = pd_recipes.role_args(RECIPE, role, "mooncake"), [], 0
-    while i < len(src):
-        width = 2 if takes_value(src, i) else 1
-        if src[i] not in DROPPED:
-            out += src[i : i + width]
-        i += width
-    return out
+    return pd_recipes.without(tuple(pd_recipes.role_args(RECIPE, role, "mooncake")), DROPPED)
 
 
 def test_the_cpu_run_keeps_the_recipes_kv_and_mtp_flags():

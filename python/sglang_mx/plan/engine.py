@@ -63,6 +63,7 @@ class Engine:
         self.retractions = 0
         # tokens given by the last complete(): (request, index of its first new token_times entry)
         self.given: list[tuple[SimRequest, int]] = []
+        self.joined: list[SimRequest] = []  # PD decode: requests the last schedule took in
 
     # -- KV pool -------------------------------------------------------------------------------
     @property
@@ -127,6 +128,7 @@ class Engine:
         the first token (sampled by prefill, shipped with the KV) now: SGLang's decode scheduler
         streams it when it builds the prebuilt batch (disaggregation/decode.py
         get_next_disagg_decode_batch_to_run -> process_batch_result_prebuilt)."""
+        self.joined = []
         while self.waiting and len(self.running) < self.cfg.max_running_requests:
             r = self.waiting[0]
             reserved = sum(
@@ -140,6 +142,7 @@ class Engine:
             r.prefix, r.inserted, r.node = r.fill_len, 0, None
             self._alloc(r, r.fill_len)
             self.running.append(r)
+            self.joined.append(r)
             if r.token_times:
                 r.token_times[0] = r.first_token = now
 

@@ -1,7 +1,7 @@
 """The planner's model of one prefill + one decode server, built from calibration data, and the
 sweep it predicts (validate_pd_cpu freezes it before measuring).
 
-Two builds from the same measurements, no sweep rate among them:
+Three builds from the same measurements, no sweep rate among them:
 - `as_specified`: both sides run the plain server's calibrated step cost (one core, as each
   side has); the handoff per lone request is its PD TTFT minus the plain server's TTFT without
   that server's first decode step (handoff.py).
@@ -9,7 +9,12 @@ Two builds from the same measurements, no sweep rate among them:
   same lone requests than the plain server did (prefill: SGLang's own prefill_forward stage on
   both servers; decode: the lone requests' median ITL); the handoff is then the PD TTFT minus
   the frontend and the scaled prefill step, so the prefill work sits on the prefill engine and
-  not in a delay that overlaps everything."""
+  not in a delay that overlaps everything.
+- `pd_calibrated`: the prefill side runs the plain server's calibrated step cost (a prefill
+  server does the plain server's prefill work); the decode side runs a step cost fitted on the
+  PD decode server itself (pd_decode.py: closed-loop batches of 1-24 rows at two context
+  lengths, through the router); the handoff is the PD TTFT minus the frontend and that
+  prefill step."""
 
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ class PdModel:
     frontend_s: float
     handoff: Handoff
     factors: tuple[float, float] = (1.0, 1.0)  # prefill, decode step scale vs the plain server
+    first_token_lag: float = 0.0  # decode steps the first token waits (pd_decode.fit_lag)
 
     def groups(self) -> list[Group]:
         return build_groups(self.prefill, self.prefill_cost, role="prefill") + build_groups(
@@ -49,10 +55,16 @@ class PdModel:
         )
 
     def point(self, trace) -> dict:
-        res = simulate(
-            trace, self.groups(), handoff_s=self.handoff, handoff_serial_s=self.handoff.serial_s
+        return summarize(self.run(trace).request_results(self.frontend_s))
+
+    def run(self, trace):
+        return simulate(
+            trace,
+            self.groups(),
+            handoff_s=self.handoff,
+            handoff_serial_s=self.handoff.serial_s,
+            first_token_lag=self.first_token_lag,
         )
-        return summarize(res.request_results(self.frontend_s))
 
     def predict(self, spec: WorkloadSpec, rates) -> list[dict]:
         specs = sweep_specs(spec, "rate", rates)
@@ -70,6 +82,7 @@ class PdModel:
             "prefill_cost": dataclasses.asdict(self.prefill_cost),
             "decode_cost": dataclasses.asdict(self.decode_cost),
             "frontend_s": self.frontend_s,
+            "first_token_lag_steps": self.first_token_lag,
             "handoff": self.handoff.to_dict(),
         }
 
@@ -126,6 +139,30 @@ def with_side_speeds(sides, cal, plain, pd, bytes_per_token, transfer) -> PdMode
     ]
     handoff = fit_handoff(samples, bytes_per_token, transfer)
     return PdModel("with side speeds", *sides, cost_p, cost_d, cal.frontend_s, handoff, (k_p, k_d))
+
+
+def pd_calibrated(sides, cal, pd, decode_cost, bytes_per_token, transfer, lag=0.0) -> PdModel:
+    """`lag`: decode steps the first token waits after its request joins (pd_decode.fit_lag);
+    a lone request's TTFT holds `lag` of its own first decode step, which is not handoff."""
+    samples = [
+        HandoffSample(
+            n,
+            pd[n].ttft_median,
+            cal.frontend_s + _prefill_step(cal.cost, n) + lag * _decode_step(decode_cost, n),
+            0.0,
+        )
+        for n in sorted(pd)
+    ]
+    handoff = fit_handoff(samples, bytes_per_token, transfer)
+    return PdModel(
+        "PD-calibrated",
+        *sides,
+        cal.cost,
+        decode_cost,
+        cal.frontend_s,
+        handoff,
+        first_token_lag=lag,
+    )
 
 
 def _decode_step(cost, n: int) -> float:

@@ -31,6 +31,10 @@ class SimRequest:
     retractions: int = 0
     rank: int = 0
     decode_rank: int = 0  # PD: the decode engine the router paired with it at arrival
+    # PD stage times (SGLang's per-stage metrics name the same boundaries)
+    bootstrapped: float = math.nan  # decode side pre-allocated: prefill may admit it
+    kv_sent: float = math.nan  # prefill result processed: the KV leaves
+    kv_landed: float = math.nan  # the KV is at the decode side
 
     @property
     def input_len(self) -> int:

@@ -117,6 +117,7 @@ def simulate(
     max_sim_s: float = 36000.0,
     handoff_s: Callable[[SimRequest], float] | None = None,
     handoff_serial_s: Callable[[SimRequest], float] | None = None,
+    first_token_lag: float = 0.0,
 ) -> SimResult:
     """Run `trace` through `groups` (ranks are numbered across groups in order).
 
@@ -129,7 +130,10 @@ def simulate(
     then streams the first token. `handoff_serial_s(r)` of that is the part one transfer lane
     does at a time: SGLang's mooncake sender puts every transfer to one decode session on one
     queue served by one worker (mooncake/conn.py: shard by the session's port), so a pair of
-    prefill and decode ranks moves one request's KV after another; the rest overlaps."""
+    prefill and decode ranks moves one request's KV after another; the rest overlaps.
+    `first_token_lag` x the decode step that starts as a transferred request joins is how late
+    its first token reaches the client (measured on a CPU decode server, pd_decode.py, where
+    the detokenizer and HTTP server share the core of the scheduler that starts that step)."""
     reqs = requests_from_trace(trace)
     ranks = [(g, e) for g in groups for e in g.engines if e.role != "decode"]
     decoders = [(g, e) for g in groups for e in g.engines if e.role == "decode"]
@@ -182,11 +186,13 @@ def simulate(
             now = t_move
             while moving and moving[0][0] <= now:  # all that landed by now, together
                 _, _, r = heapq.heappop(moving)
+                r.kv_landed = now
                 decoders[r.decode_rank][1].add(r)
         elif t_boot <= min(t_arr, t_step):
             now = t_boot
             while booting and booting[0][0] <= now:
                 _, _, r = heapq.heappop(booting)
+                r.bootstrapped = now
                 ranks[r.rank][1].add(r)
         elif t_arr <= t_step:
             now = t_arr
@@ -215,7 +221,7 @@ def simulate(
             break
         for gi, g in enumerate(groups):
             if g.plans is None and any(e.busy for e in g.engines):
-                _start(g, gi, now, result)
+                _start(g, gi, now, result, first_token_lag)
         if done_group is not None:
             sent = now
             if done_group.plans is not None and done_group.engines[0].cfg.sync_forward:
@@ -227,6 +233,7 @@ def simulate(
             for r in leaving:  # the KV goes when the result is processed, as the tokens do
                 lane = (r.rank, r.decode_rank)
                 start = max(sent, lane_free.get(lane, 0.0))  # after the lane's earlier ones
+                r.kv_sent = sent
                 serial = handoff_serial_s(r) if handoff_serial_s else 0.0
                 lane_free[lane] = start + serial
                 delay = handoff_s(r) if handoff_s else 0.0
@@ -246,13 +253,17 @@ def _defer(r: SimRequest, first: int, t: float, sent: float) -> None:
         r.finish = sent
 
 
-def _start(g: Group, gi: int, now: float, result: SimResult) -> None:
+def _start(g: Group, gi: int, now: float, result: SimResult, lag: float = 0.0) -> None:
     plans = [e.schedule(now) for e in g.engines]
     if all(p.empty for p in plans):
         return
     terms = g.cost([p.work() for p in plans])
     kv = any(p.kv_limited for p in plans)
     g.plans, g.busy_until = plans, now + terms.seconds
+    for r in (r for e in g.engines for r in e.joined) if lag else ():
+        r.first_token += lag * terms.seconds
+        if r.token_times:
+            r.token_times[0] = r.first_token
     result.steps.append(
         StepRecord(
             group=gi,

@@ -8,8 +8,10 @@
    measure its TTFT and, from SGLang's own stage metrics, its prefill forward;
 2. a prefill and a decode server (Mooncake over TCP on loopback, one pinned core each) behind
    sglang-router's PD mode: the same lone prompts through the router; the handoff (latency +
-   per-token transfer) and each side's speed are fitted from them (pd_model.py, handoff.py);
-3. the PD rate sweep is predicted by both model builds and frozen in
+   per-token transfer) and each side's speed are fitted from them (pd_model.py, handoff.py),
+   and closed-loop decode batches through the router give the decode side its own step cost
+   (pd_decode.py);
+3. the PD rate sweep is predicted by the three model builds and frozen in
    docs/results/planner-validation-pd-cpu.json before it is measured through the router with
    bench's runner; the knee is judged on those rates, which fit nothing.
 
@@ -36,8 +38,14 @@ from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.plan import pd_decode
 from sglang_mx.plan.pd_lone import LoneStats, flush, measure_lone
-from sglang_mx.plan.pd_model import as_specified, kv_bytes_per_token, with_side_speeds
+from sglang_mx.plan.pd_model import (
+    as_specified,
+    kv_bytes_per_token,
+    pd_calibrated,
+    with_side_speeds,
+)
 from sglang_mx.plan.validate_cpu import (
     LOW_RATE,
     RATE_FRACTIONS,
@@ -97,7 +105,7 @@ def lone_all(cfg, tokens, metrics_url: str, urls=(), repeats=LONE_REPEATS) -> di
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sglang_mx.plan.validate_pd_cpu")
-    ap.add_argument("--num-requests", type=int, default=40, help="requests per sweep point")
+    ap.add_argument("--num-requests", type=int, default=80, help="requests per sweep point")
     ap.add_argument("--input-len", type=int, default=256, help="prompt tokens per request")
     ap.add_argument("--output-len", type=int, default=32, help="output tokens per request")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -192,6 +200,12 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     load["handoff_start"] = loadavg()
     pd_lone = lone_all(cfg, tokens, urls[0], urls)
     load["handoff_end"] = loadavg()
+    wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, "decode batches")
+    load["decode_batches_start"] = loadavg()
+    decode_points = pd_decode.measure(cfg, tokens, lambda: flush(*urls))
+    decode_cost, decode_fit = pd_decode.fit(decode_points, cal.cost)
+    busy_points = pd_decode.measure_busy(cfg, tokens, lambda: flush(*urls))
+    load["decode_batches_end"] = loadavg()
     transfer = [(n, s.transfer_s) for n, s in pd_lone.items() if s.transfer_s == s.transfer_s]
     fit_args = (
         (p_sched, d_sched),
@@ -201,7 +215,14 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         kv_bytes_per_token(model_dir, p_info),
         transfer,
     )
-    models = [as_specified(*fit_args), with_side_speeds(*fit_args)]
+
+    def build(lag):
+        return pd_calibrated(fit_args[0], cal, pd_lone, decode_cost, *fit_args[4:], lag)
+
+    lag, lag_fit = pd_decode.fit_lag(build, busy_points)
+    decode_fit["first_token_lag"] = lag_fit
+    models = [as_specified(*fit_args), with_side_speeds(*fit_args), build(lag)]
+    placed = models[-1]  # the build the planner claims: each side calibrated where it runs
     for m in models:
         h = m.handoff
         print(
@@ -211,8 +232,8 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
             file=sys.stderr,
         )
     spec = pd_workload(args.num_requests, args.input_len, args.output_len)
-    # the sweep is placed by the model with the measured side speeds; its SLA judges both
-    slo_s, knee = models[1].knee(spec, LOW_RATE, SLO_FACTOR)
+    # the sweep is placed by the PD-calibrated build; its SLA judges all three
+    slo_s, knee = placed.knee(spec, LOW_RATE, SLO_FACTOR)
     fractions = [float(f) for f in args.rate_fractions.split(",")]
     rates = [round(knee * f, 3) for f in fractions]
     predicted = {m.name: m.predict(spec, rates) for m in models}
@@ -225,10 +246,10 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     result = {
         "stamp": stamp(None, config),
         "what": "planner predictions (prefill + decode engines, calibrated step cost, fitted "
-        "handoff; two builds, pd_model.py) vs a measured `sglang-mx bench` rate sweep "
-        "through sglang-router's PD mode "
-        "in front of one prefill and one decode SGLang 0.5.23 server (default tiny GLM-5, "
-        "Mooncake over TCP on loopback, one core each)",
+        "handoff; three builds, pd_model.py; one with the decode side fitted to its own "
+        "batches, pd_decode.py) vs a measured `sglang-mx bench` rate sweep through "
+        "sglang-router's PD mode in front of one prefill and one decode SGLang 0.5.23 server "
+        "(default tiny GLM-5, Mooncake over TCP on loopback, one core each)",
         "box": BOX_NOTE,
         "pinning": "each server started with OMP_NUM_THREADS=1 and every thread of its "
         "processes pinned to one core (testing/pin_cores.py: SGLANG_CPU_OMP_THREADS_BIND binds "
@@ -242,9 +263,10 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         "models": [m.to_dict() for m in models],
         "rates": rates,
         "rate_fractions_of_predicted_knee": fractions,
-        "rates_placed_by": models[1].name,
+        "rates_placed_by": placed.name,
+        "pd_decode_calibration": decode_fit,
         "predicted_by_model": predicted,
-        "predicted": predicted[models[1].name],
+        "predicted": predicted[placed.name],
         "slo_ttft_p95_s": slo_s,
         "load_average": load,
     }
@@ -275,7 +297,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
             "load_average": load,
             "quiet_waits": args.waits,
             "comparison_by_model": {k: compare(v, measured, slo_s) for k, v in predicted.items()},
-            "comparison": compare(predicted[models[1].name], measured, slo_s),
+            "comparison": compare(predicted[placed.name], measured, slo_s),
         }
     )
     args.out.write_text(json.dumps(result, indent=1, default=str))

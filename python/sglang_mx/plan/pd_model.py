@@ -10,11 +10,11 @@ Three builds from the same measurements, no sweep rate among them:
   both servers; decode: the lone requests' median ITL); the handoff is then the PD TTFT minus
   the frontend and the scaled prefill step, so the prefill work sits on the prefill engine and
   not in a delay that overlaps everything.
-- `pd_calibrated`: the prefill side runs the plain server's calibrated step cost (a prefill
-  server does the plain server's prefill work); the decode side runs a step cost fitted on the
-  PD decode server itself (pd_decode.py: closed-loop batches of 1-24 rows at two context
-  lengths, through the router); the handoff is the PD TTFT minus the frontend and that
-  prefill step."""
+- `pd_calibrated`: the prefill side runs the plain server's calibrated step cost scaled to
+  the PD prefill server's own lone prefill_forward stage; the decode side runs a step cost
+  fitted on the PD decode server itself (pd_decode.py: closed-loop batches of 1-24 rows at two
+  context lengths, through the router) and a first-token lag fitted to busy-decode arrivals;
+  the handoff is the PD TTFT minus the frontend, that prefill step and the lag."""
 
 from __future__ import annotations
 
@@ -142,25 +142,32 @@ def with_side_speeds(sides, cal, plain, pd, bytes_per_token, transfer) -> PdMode
 
 
 def pd_calibrated(sides, cal, pd, decode_cost, bytes_per_token, transfer, lag=0.0) -> PdModel:
-    """`lag`: decode steps the first token waits after its request joins (pd_decode.fit_lag);
-    a lone request's TTFT holds `lag` of its own first decode step, which is not handoff."""
+    """The prefill side runs the plain fit scaled to the PD prefill server's own lone
+    prefill_forward stage (nothing follows a lone prefill there, so the stage is its step; on
+    the plain server the stage also holds the first decode step); `lag`: decode steps the
+    first token waits after its request joins (pd_decode.fit_lag); a lone request's TTFT holds
+    `lag` of its own first decode step, which is not handoff."""
+    lens = sorted(pd)
+    k_p = _ratio([pd[n].prefill_forward_s / _prefill_step(cal.cost, n) for n in lens])
+    cost_p = scaled(cal.cost, k_p)
     samples = [
         HandoffSample(
             n,
             pd[n].ttft_median,
-            cal.frontend_s + _prefill_step(cal.cost, n) + lag * _decode_step(decode_cost, n),
+            cal.frontend_s + _prefill_step(cost_p, n) + lag * _decode_step(decode_cost, n),
             0.0,
         )
-        for n in sorted(pd)
+        for n in lens
     ]
     handoff = fit_handoff(samples, bytes_per_token, transfer)
     return PdModel(
         "PD-calibrated",
         *sides,
-        cal.cost,
+        cost_p,
         decode_cost,
         cal.frontend_s,
         handoff,
+        (k_p, 1.0),
         first_token_lag=lag,
     )
 

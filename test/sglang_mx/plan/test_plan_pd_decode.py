@@ -7,7 +7,6 @@ passes its stages in order."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import pytest
 from sglang_mx.bench.sweep import sweep_specs
@@ -25,9 +24,9 @@ DECODE = dataclasses.replace(CAL.cost, base_s=0.021, per_decode_s=0.0027, per_de
 HANDOFF = dataclasses.replace(TRUE_HANDOFF, serial_latency_s=0.012, serial_per_token_s=3e-6)
 
 
-def _fake(lag: float) -> M.PdModel:
-    return M.PdModel("fake", SCHED, SCHED, CAL.cost, DECODE, CAL.frontend_s, HANDOFF,
-                     first_token_lag=lag)  # fmt: skip
+def _fake(lag: float, k_p: float = 1.0) -> M.PdModel:
+    return M.PdModel("fake", SCHED, SCHED, M.scaled(CAL.cost, k_p), DECODE, CAL.frontend_s,
+                     HANDOFF, first_token_lag=lag)  # fmt: skip
 
 
 def test_decode_fit_recovers_a_known_step_line():
@@ -51,13 +50,14 @@ def _lone_pd(fake: M.PdModel) -> dict:
     out = {}
     for n in V.LONE_LENS:
         res = fake.run(lone_trace(f"t{n}", n, 3)).request_results(CAL.frontend_s)
-        out[n] = _stats(res, n, math.nan)
+        # SGLang's prefill_forward stage of a lone PD prefill: that side's step
+        out[n] = _stats(res, n, M._prefill_step(fake.prefill_cost, n))
     return out
 
 
-@pytest.mark.parametrize("lag", [0.0, 0.7, 1.3])
-def test_pd_calibrated_recovers_the_handoff_and_the_first_token_lag(lag):
-    fake = _fake(lag)
+@pytest.mark.parametrize(("lag", "k_p"), [(0.0, 1.0), (0.7, 0.6), (1.3, 1.0)])
+def test_pd_calibrated_recovers_the_handoff_and_the_first_token_lag(lag, k_p):
+    fake = _fake(lag, k_p)
     pd = _lone_pd(fake)
     busy = [
         D.BusyPoint(
@@ -73,6 +73,7 @@ def test_pd_calibrated_recovers_the_handoff_and_the_first_token_lag(lag):
     assert got == pytest.approx(lag)
     assert record["grid"][0]["lag"] == 0.0 and len(record["grid"]) == len(D.LAGS)
     m = build(got)
+    assert m.factors[0] == pytest.approx(k_p, rel=1e-9)
     assert m.handoff.latency_s == pytest.approx(TRUE_HANDOFF.latency_s, abs=2e-5)
     assert m.handoff.per_token_s == pytest.approx(TRUE_HANDOFF.per_token_s, abs=1e-7)
     # a build that ignores the lag puts it into the handoff instead (when there is one)

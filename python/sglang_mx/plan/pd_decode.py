@@ -106,7 +106,9 @@ BUSY_ROWS = (8, 24)
 BUSY_ARRIVALS = 6
 BUSY_GAP_S = 0.6  # apart enough that the arrivals never queue on each other
 BUSY_PROMPT, BUSY_LONG_OUT = 256, 200
-LAGS = tuple(round(0.1 * i, 1) for i in range(21))  # 0 .. 2 decode steps
+# 0 .. 1 decode step: the delivery waits at most for the step that starts as the request joins
+# (a 1-token request finishes at that step's end)
+LAGS = tuple(round(0.1 * i, 1) for i in range(11))
 
 
 @dataclass(frozen=True)

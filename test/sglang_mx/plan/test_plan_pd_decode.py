@@ -55,7 +55,7 @@ def _lone_pd(fake: M.PdModel) -> dict:
     return out
 
 
-@pytest.mark.parametrize(("lag", "k_p"), [(0.0, 1.0), (0.7, 0.6), (1.3, 1.0)])
+@pytest.mark.parametrize(("lag", "k_p"), [(0.0, 1.0), (0.7, 0.6), (1.0, 1.0)])
 def test_pd_calibrated_recovers_the_handoff_and_the_first_token_lag(lag, k_p):
     fake = _fake(lag, k_p)
     pd = _lone_pd(fake)

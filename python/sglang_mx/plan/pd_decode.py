@@ -4,7 +4,8 @@ through the PD router, each batch's steady inter-token latency one decode step.
 Why not the plain server's fit: calibrate.py measures decode at 2-8 rows of ~50-token contexts,
 among prefill-heavy observations; a PD decode server under the validation sweep runs 10-30 rows
 of ~270-token contexts. Measured here (2-core CPU box, tiny GLM-5, one core per side,
-2026-12-02): 24 rows at 448-token contexts step in ~0.15 s, where the plain fit said ~0.09 s.
+2026-12-02): 24 rows at 448-token prompts stepped in 0.11-0.15 s over five runs; the plain
+fit said ~0.09 s.
 So the decode side gets its own line, fitted at the batch sizes and contexts it will run:
 
     step = base + per_decode x rows + per_decode_key x context tokens

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import random
 import re
 import socket
 import subprocess
@@ -29,7 +30,41 @@ STARTUP_TIMEOUT_S = 300.0
 _EXC_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt)): (.*)$")
 
 
+# Ports we hand out lie under the kernel's ephemeral range and above SGLang's own picks
+# (22000-29999, sglang.srt.utils.network.get_free_port_below_ephemeral): a port taken with
+# bind(0) is ephemeral, and between our check and the server's bind another process's bind(0)
+# or outgoing connection (Mooncake's transfer engine, a zmq socket) could take it; seen on
+# 2026-12-02, a PD side's HTTP port lost that way, so the side never served.
+_PORT_LOW = 30000
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
+    """A loopback port free now that no bind(0) can be given before its user binds it (under
+    the ephemeral range), never handed out twice by this process; bind(0) only where that range
+    is too small to pick from."""
+    high = _ephemeral_low()
+    if high - _PORT_LOW >= 256:
+        for port in random.sample(range(_PORT_LOW, high), 64):
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

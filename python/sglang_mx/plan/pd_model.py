@@ -19,6 +19,7 @@ Three builds from the same measurements, no sweep rate among them:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class PdModel:
     handoff: Handoff
     factors: tuple[float, float] = (1.0, 1.0)  # prefill, decode step scale vs the plain server
     first_token_lag: float = 0.0  # decode steps the first token waits (pd_decode.fit_lag)
+    lag_shape: str = "constant"  # or "exponential": that many steps on average (pd_live.py)
 
     def groups(self) -> list[Group]:
         return build_groups(self.prefill, self.prefill_cost, role="prefill") + build_groups(
@@ -64,6 +66,7 @@ class PdModel:
             handoff_s=self.handoff,
             handoff_serial_s=self.handoff.serial_s,
             first_token_lag=self.first_token_lag,
+            lag_draw=exponential_draw if self.lag_shape == "exponential" else None,
         )
 
     def predict(self, spec: WorkloadSpec, rates) -> list[dict]:
@@ -83,8 +86,16 @@ class PdModel:
             "decode_cost": dataclasses.asdict(self.decode_cost),
             "frontend_s": self.frontend_s,
             "first_token_lag_steps": self.first_token_lag,
+            "first_token_lag_shape": self.lag_shape,
             "handoff": self.handoff.to_dict(),
         }
+
+
+def exponential_draw(r) -> float:
+    """A unit-mean exponential draw fixed by the request's id (the same request draws the same
+    under every lag a fit tries)."""
+    u = int.from_bytes(hashlib.blake2b(r.id.encode(), digest_size=8).digest(), "big") / 2**64
+    return -math.log1p(-u)
 
 
 def scaled(cost: LinearStepCost, k: float) -> LinearStepCost:
@@ -141,7 +152,9 @@ def with_side_speeds(sides, cal, plain, pd, bytes_per_token, transfer) -> PdMode
     return PdModel("with side speeds", *sides, cost_p, cost_d, cal.frontend_s, handoff, (k_p, k_d))
 
 
-def pd_calibrated(sides, cal, pd, decode_cost, bytes_per_token, transfer, lag=0.0) -> PdModel:
+def pd_calibrated(
+    sides, cal, pd, decode_cost, bytes_per_token, transfer, lag=0.0, shape="constant"
+) -> PdModel:
     """The prefill side runs the plain fit scaled to the PD prefill server's own lone
     prefill_forward stage (nothing follows a lone prefill there, so the stage is its step; on
     the plain server the stage also holds the first decode step); `lag`: decode steps the
@@ -169,6 +182,7 @@ def pd_calibrated(sides, cal, pd, decode_cost, bytes_per_token, transfer, lag=0.
         handoff,
         (k_p, 1.0),
         first_token_lag=lag,
+        lag_shape=shape,
     )
 
 

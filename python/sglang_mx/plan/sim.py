@@ -56,13 +56,15 @@ class SimResult:
         out = []
         for r in self.requests:
             times = [r.first_token] + r.token_times[1:] if r.token_times else []
+            # a stream arrives in order: a first token held back holds back the ones after it
+            times = list(itertools.accumulate(times, max))
             itl = [b - a for a, b in itertools.pairwise(times)]
             out.append(
                 RequestResult(
                     request_id=r.id,
                     start=r.start,
                     ttft=r.first_token - r.start + frontend_s,
-                    e2e=r.finish - r.start + frontend_s,
+                    e2e=max(r.finish, times[-1] if times else r.finish) - r.start + frontend_s,
                     itl=itl,
                     prompt_tokens=r.input_len,
                     completion_tokens=r.out,
@@ -118,6 +120,7 @@ def simulate(
     handoff_s: Callable[[SimRequest], float] | None = None,
     handoff_serial_s: Callable[[SimRequest], float] | None = None,
     first_token_lag: float = 0.0,
+    lag_draw: Callable[[SimRequest], float] | None = None,
 ) -> SimResult:
     """Run `trace` through `groups` (ranks are numbered across groups in order).
 
@@ -133,7 +136,8 @@ def simulate(
     prefill and decode ranks moves one request's KV after another; the rest overlaps.
     `first_token_lag` x the decode step that starts as a transferred request joins is how late
     its first token reaches the client (measured on a CPU decode server, pd_decode.py, where
-    the detokenizer and HTTP server share the core of the scheduler that starts that step)."""
+    the detokenizer and HTTP server share the core of the scheduler that starts that step);
+    `lag_draw(r)`, when given, scales that lag per request (a draw of mean 1: a tail)."""
     reqs = requests_from_trace(trace)
     ranks = [(g, e) for g in groups for e in g.engines if e.role != "decode"]
     decoders = [(g, e) for g in groups for e in g.engines if e.role == "decode"]
@@ -221,7 +225,7 @@ def simulate(
             break
         for gi, g in enumerate(groups):
             if g.plans is None and any(e.busy for e in g.engines):
-                _start(g, gi, now, result, first_token_lag)
+                _start(g, gi, now, result, first_token_lag, lag_draw)
         if done_group is not None:
             sent = now
             if done_group.plans is not None and done_group.engines[0].cfg.sync_forward:
@@ -253,7 +257,14 @@ def _defer(r: SimRequest, first: int, t: float, sent: float) -> None:
         r.finish = sent
 
 
-def _start(g: Group, gi: int, now: float, result: SimResult, lag: float = 0.0) -> None:
+def _start(
+    g: Group,
+    gi: int,
+    now: float,
+    result: SimResult,
+    lag: float = 0.0,
+    draw: Callable[[SimRequest], float] | None = None,
+) -> None:
     plans = [e.schedule(now) for e in g.engines]
     if all(p.empty for p in plans):
         return
@@ -261,7 +272,7 @@ def _start(g: Group, gi: int, now: float, result: SimResult, lag: float = 0.0) -
     kv = any(p.kv_limited for p in plans)
     g.plans, g.busy_until = plans, now + terms.seconds
     for r in (r for e in g.engines for r in e.joined) if lag else ():
-        r.first_token += lag * terms.seconds
+        r.first_token += lag * terms.seconds * (draw(r) if draw else 1.0)
         if r.token_times:
             r.token_times[0] = r.first_token
     result.steps.append(

@@ -38,7 +38,7 @@ from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import WorkloadSpec
-from sglang_mx.plan import pd_decode
+from sglang_mx.plan import pd_decode, pd_live
 from sglang_mx.plan.pd_lone import LoneStats, flush, measure_lone
 from sglang_mx.plan.pd_model import (
     as_specified,
@@ -204,6 +204,10 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     load["decode_batches_start"] = loadavg()
     decode_points = pd_decode.measure(cfg, tokens, lambda: flush(*urls))
     decode_cost, decode_fit = pd_decode.fit(decode_points, cal.cost)
+    cap = pd_live.capacity(decode_cost, args.input_len + args.output_len / 2)
+    live_points, ramp, ramp_results = pd_live.measure(cfg, tokens, lambda: flush(*urls), cap)
+    live_cost, live_fit = pd_live.fit(live_points, decode_cost)
+    live_fit["capacity_req_s"] = cap
     busy_points = pd_decode.measure_busy(cfg, tokens, lambda: flush(*urls))
     load["decode_batches_end"] = loadavg()
     transfer = [(n, s.transfer_s) for n, s in pd_lone.items() if s.transfer_s == s.transfer_s]
@@ -216,12 +220,23 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         transfer,
     )
 
-    def build(lag):
-        return pd_calibrated(fit_args[0], cal, pd_lone, decode_cost, *fit_args[4:], lag)
+    def build(lag, shape="constant", cost=live_cost, name="PD-calibrated"):
+        m = pd_calibrated(fit_args[0], cal, pd_lone, cost, *fit_args[4:], lag, shape)
+        return replace(m, name=name)
 
-    lag, lag_fit = pd_decode.fit_lag(build, busy_points)
-    decode_fit["first_token_lag"] = lag_fit
-    models = [as_specified(*fit_args), with_side_speeds(*fit_args), build(lag)]
+    closed = "PD-calibrated, closed-loop decode"
+    closed_lag, decode_fit["first_token_lag"] = pd_decode.fit_lag(
+        lambda g: build(g, cost=decode_cost, name=closed), busy_points
+    )
+    lag, shape, live_fit["first_token_lag"] = pd_live.fit_tail(
+        build, ramp, pd_live.segment_ttfts(ramp, ramp_results)
+    )
+    models = [
+        as_specified(*fit_args),
+        with_side_speeds(*fit_args),
+        build(closed_lag, cost=decode_cost, name=closed),
+        build(lag, shape),
+    ]
     placed = models[-1]  # the build the planner claims: each side calibrated where it runs
     for m in models:
         h = m.handoff
@@ -265,6 +280,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         "rate_fractions_of_predicted_knee": fractions,
         "rates_placed_by": placed.name,
         "pd_decode_calibration": decode_fit,
+        "pd_live_decode_calibration": live_fit,
         "predicted_by_model": predicted,
         "predicted": predicted[placed.name],
         "slo_ttft_p95_s": slo_s,

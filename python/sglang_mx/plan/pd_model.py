@@ -12,9 +12,12 @@ Three builds from the same measurements, no sweep rate among them:
   not in a delay that overlaps everything.
 - `pd_calibrated`: the prefill side runs the plain server's calibrated step cost scaled to
   the PD prefill server's own lone prefill_forward stage; the decode side runs a step cost
-  fitted on the PD decode server itself (pd_decode.py: closed-loop batches of 1-24 rows at two
-  context lengths, through the router) and a first-token lag fitted to busy-decode arrivals;
-  the handoff is the PD TTFT minus the frontend, that prefill step and the lag."""
+  fitted on the PD decode server itself and a first-token lag: in the build the check claims,
+  both from an open-loop Poisson ramp through the router (pd_live.py; the lag constant or an
+  exponential draw per request); in its closed-loop variant, the step from closed-loop
+  batches of 1-24 rows at two context lengths and the lag from busy-decode arrivals
+  (pd_decode.py); the handoff is the PD TTFT minus the frontend, that prefill step and the
+  lag."""
 
 from __future__ import annotations
 

@@ -8,10 +8,11 @@
    measure its TTFT and, from SGLang's own stage metrics, its prefill forward;
 2. a prefill and a decode server (Mooncake over TCP on loopback, one pinned core each) behind
    sglang-router's PD mode: the same lone prompts through the router; the handoff (latency +
-   per-token transfer) and each side's speed are fitted from them (pd_model.py, handoff.py),
-   and closed-loop decode batches through the router give the decode side its own step cost
-   (pd_decode.py);
-3. the PD rate sweep is predicted by the three model builds and frozen in
+   per-token transfer) and each side's speed are fitted from them (pd_model.py, handoff.py);
+   closed-loop decode batches through the router give the decode side a step cost
+   (pd_decode.py), and an open-loop Poisson ramp of its own prompts the step as it runs under
+   arrivals and the first token's lag (pd_live.py);
+3. the PD rate sweep is predicted by the four model builds and frozen in
    docs/results/planner-validation-pd-cpu.json before it is measured through the router with
    bench's runner; the knee is judged on those rates, which fit nothing.
 
@@ -247,7 +248,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
             file=sys.stderr,
         )
     spec = pd_workload(args.num_requests, args.input_len, args.output_len)
-    # the sweep is placed by the PD-calibrated build; its SLA judges all three
+    # the sweep is placed by the PD-calibrated build; its SLA judges all four
     slo_s, knee = placed.knee(spec, LOW_RATE, SLO_FACTOR)
     fractions = [float(f) for f in args.rate_fractions.split(",")]
     rates = [round(knee * f, 3) for f in fractions]
@@ -261,8 +262,9 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     result = {
         "stamp": stamp(None, config),
         "what": "planner predictions (prefill + decode engines, calibrated step cost, fitted "
-        "handoff; three builds, pd_model.py; one with the decode side fitted to its own "
-        "batches, pd_decode.py) vs a measured `sglang-mx bench` rate sweep through "
+        "handoff; four builds, pd_model.py; two with the decode side fitted on itself: to "
+        "closed-loop batches, pd_decode.py, and to an open-loop ramp, pd_live.py) vs a "
+        "measured `sglang-mx bench` rate sweep through "
         "sglang-router's PD mode in front of one prefill and one decode SGLang 0.5.23 server "
         "(default tiny GLM-5, Mooncake over TCP on loopback, one core each)",
         "box": BOX_NOTE,

@@ -72,16 +72,24 @@ def measure(cfg: RunConfig, tokens, flush, tag: str = "") -> list[DecodePoint]:
     return out
 
 
-def fit(points: list[DecodePoint], like: LinearStepCost) -> tuple[LinearStepCost, dict]:
-    """`like` with its decode terms (base, per_decode, per_decode_key) fitted to `points`."""
+def fit_line(points, weights, like: LinearStepCost) -> tuple[LinearStepCost, np.ndarray]:
+    """`like` with its decode terms (base, per_decode, per_decode_key) fitted to `points`
+    (each with features() and itl_s; non-negative least squares, each point weighted by its
+    weight / measured), and the fitted step at each point."""
     a = np.array([p.features() for p in points], dtype=float)
     y = np.array([p.itl_s for p in points], dtype=float)
-    w = 1.0 / np.maximum(y, 1e-6)
+    w = np.asarray(weights, dtype=float) / np.maximum(y, 1e-6)
     base, per_row, per_key = calibrate._nonneg_lstsq(a * w[:, None], y * w)
     cost = dataclasses.replace(
         like, base_s=float(base), per_decode_s=float(per_row), per_decode_key_s=float(per_key)
     )
-    fitted = a @ np.array([base, per_row, per_key])
+    return cost, a @ np.array([base, per_row, per_key])
+
+
+def fit(points: list[DecodePoint], like: LinearStepCost) -> tuple[LinearStepCost, dict]:
+    """`like` with its decode terms fitted to `points`."""
+    cost, fitted = fit_line(points, np.ones(len(points)), like)
+    base, per_row, per_key = cost.base_s, cost.per_decode_s, cost.per_decode_key_s
     record = {
         "model": "decode step = base + per_decode x rows + per_decode_key x context tokens, "
         "fitted to closed-loop decode batches through the PD router",

@@ -22,7 +22,6 @@ rates); the sweep's rates stay held out."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import asdict, dataclass
 
@@ -32,7 +31,7 @@ from sglang_mx.bench.metrics import RequestResult, Slo
 from sglang_mx.bench.prompts import materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import Trace
-from sglang_mx.plan import calibrate
+from sglang_mx.plan import calibrate, pd_decode
 from sglang_mx.plan.stepcost import LinearStepCost, Work
 
 RAMP = ((0.2, 12.0), (0.4, 12.0), (0.6, 12.0), (0.75, 12.0))  # (fraction of capacity, s)
@@ -134,14 +133,8 @@ def fit(pts: list[LivePoint], like: LinearStepCost) -> tuple[LinearStepCost, dic
     """`like` with its decode terms fitted to `pts`."""
     if len(pts) < 3:
         raise RuntimeError(f"PD live decode trace: {len(pts)} row bins, 3 needed for the fit")
-    a = np.array([p.features() for p in pts], dtype=float)
-    y = np.array([p.itl_s for p in pts], dtype=float)
-    w = np.sqrt([p.samples for p in pts]) / np.maximum(y, 1e-6)
-    base, per_row, per_key = calibrate._nonneg_lstsq(a * w[:, None], y * w)
-    cost = dataclasses.replace(
-        like, base_s=float(base), per_decode_s=float(per_row), per_decode_key_s=float(per_key)
-    )
-    fitted = a @ np.array([base, per_row, per_key])
+    cost, fitted = pd_decode.fit_line(pts, np.sqrt([p.samples for p in pts]), like)
+    base, per_row, per_key = cost.base_s, cost.per_decode_s, cost.per_decode_key_s
     record = {
         "model": "decode step = base + per_decode x rows + per_decode_key x context tokens, "
         "fitted to the gaps of an open-loop Poisson ramp through the PD router, binned by the "

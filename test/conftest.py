@@ -50,6 +50,7 @@ GLM5_SESSION_MODULES = frozenset(
         "test/sglang_mx/test_default_server_context.py",
         "test/sglang_mx/test_mtp_serving.py",
         "test/sglang_mx/test_quark_checkpoint.py",
+        "test/sglang_mx/provider/test_sglang_client.py",
     }
 )
 MIXED_SESSION_MODULES = frozenset(

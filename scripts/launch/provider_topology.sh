@@ -26,8 +26,10 @@ for u in "${urls[@]}"; do
   echo "worker $u ready"
 done
 
+# The suite's router flags (health every 2 s, so a dead worker is dropped in seconds).
+read -r -a router_flags <<< "$($PY -m sglang_mx.provider.launch router-flags)"
 $PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --policy "$POLICY" \
-  --worker-urls "${urls[@]}" > router.log 2>&1 &
+  "${router_flags[@]}" --worker-urls "${urls[@]}" > router.log 2>&1 &
 pids+=($!)
 until curl -sf "http://$HOST:$ROUTER_PORT/health" > /dev/null; do sleep 1; done
 echo "router http://$HOST:$ROUTER_PORT ($POLICY) ready"

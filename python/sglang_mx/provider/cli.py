@@ -24,7 +24,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="per-key prefix-cache namespaces (auto: when more than one key exists)",
     )
-    p.add_argument("--keepalive-s", type=float, default=2.0)
+    p.add_argument(
+        "--keepalive-s",
+        type=float,
+        default=2.0,
+        help="send a keep-alive after this many seconds of upstream silence",
+    )
+    p.add_argument(
+        "--keepalive-frame",
+        choices=("blank", "comment"),
+        default="blank",
+        help="blank: an empty SSE line, skipped by every client (default); comment: "
+        "OpenRouter's ': PROCESSING', which line-based clients such as SGLang's benchmark "
+        "client fail on",
+    )
     p.add_argument("--health-ttl-s", type=float, default=5.0)
     p.add_argument("--read-timeout-s", type=float, default=300.0)
     p.add_argument(

@@ -144,15 +144,22 @@ def pd_router_process(
         yield url
 
 
+def router_flags() -> list[str]:
+    """The health and timeout flags every router we start gets, in the suite and in
+    scripts/launch/provider_topology.sh (which prints them with `python -m
+    sglang_mx.provider.launch router-flags`). sglang-router's own defaults check health every
+    60 s, so a killed worker kept being routed to for up to 3 minutes."""
+    return ["--health-check-interval-secs", "2",
+            # A busy CPU worker answers /health slowly; only a dead one should be dropped.
+            "--health-check-timeout-secs", "20", "--health-failure-threshold", "3",
+            "--request-timeout-secs", "300"]  # fmt: skip
+
+
 @contextmanager
 def _router(worker_args: list[str]) -> Iterator[str]:
     port = free_port()
     cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
-           "--port", str(port),
-           "--log-level", "warn", "--health-check-interval-secs", "2",
-           # A busy CPU worker answers /health slowly; only a dead one should be dropped.
-           "--health-check-timeout-secs", "20", "--health-failure-threshold", "3",
-           "--request-timeout-secs", "300",
+           "--port", str(port), "--log-level", "warn", *router_flags(),
            # Its metrics listener defaults to port 29000: a second router on the box would
            # panic at start ("Address already in use").
            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
@@ -180,3 +187,9 @@ def _router(worker_args: list[str]) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["router-flags"]:
+        sys.exit("usage: python -m sglang_mx.provider.launch router-flags")
+    print(" ".join(router_flags()))

@@ -20,7 +20,14 @@ from sglang_mx.provider.errors import ProviderError
 from sglang_mx.provider.metrics import ProviderMetrics
 from sglang_mx.provider.settings import ProviderSettings
 
-KEEPALIVE = b": PROCESSING\n\n"
+# What a keep-alive writes while the upstream is silent (queueing, prefill, a slow step). The
+# default is an empty line pair: every client skips it. SSE parsers (the OpenAI SDKs, EventSource)
+# dispatch nothing for an event without data; line-based clients (SGLang's and vLLM's benchmark
+# clients, LLMPerf) strip and skip empty lines. OpenRouter's `: PROCESSING` comment is valid SSE,
+# but those line-based clients json-decode every other line, so each comment failed one of
+# their requests (issue 41: SGLang's client lost 12-16 of 32 whenever a first token took longer
+# than one keep-alive period). The OpenAI API itself sends neither.
+KEEPALIVE_FRAMES = {"blank": b"\n\n", "comment": b": PROCESSING\n\n"}
 DONE = b"data: [DONE]\n\n"
 
 
@@ -63,14 +70,16 @@ class StreamRelay:
     # --- shared ----------------------------------------------------------------------------------
 
     async def _lines(self) -> AsyncIterator[bytes | str]:
-        """Upstream lines, with KEEPALIVE (bytes) whenever upstream stays silent for a while.
+        """Upstream lines, with the keep-alive frame (bytes) whenever upstream stays silent for a
+        while.
 
         Lines are split from the raw body here (LF or CRLF endings, as SGLang and the router
         send), one read at a time: a read usually holds a whole event, so this waits once per
         event rather than once per line through httpx's text decoders."""
         keepalive_s = self.settings.keepalive_s
+        keepalive = KEEPALIVE_FRAMES[self.settings.keepalive_frame]
         while not (await asyncio.wait({self.opening}, timeout=keepalive_s))[0]:
-            yield KEEPALIVE
+            yield keepalive
         reads = self.opening.result().aiter_raw().__aiter__()  # raises the upstream's refusal
         buf = b""
         pending: asyncio.Future | None = None
@@ -84,7 +93,7 @@ class StreamRelay:
                     pending = asyncio.ensure_future(reads.__anext__())
                 done, _ = await asyncio.wait({pending}, timeout=keepalive_s)
                 if not done:
-                    yield KEEPALIVE
+                    yield keepalive
                     continue
                 fut, pending = pending, None
                 try:
@@ -140,7 +149,7 @@ class StreamRelay:
         try:
             async for chunk in self._upstream_events(lines):
                 if isinstance(chunk, bytes):
-                    yield chunk  # keep-alive comment
+                    yield chunk  # keep-alive frame
                     continue
                 out = self.chunk(chunk)
                 if out is None:

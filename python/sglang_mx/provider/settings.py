@@ -15,7 +15,8 @@ class ProviderSettings:
     port: int = 8080
     # "auto": namespace the prefix cache per key when more than one active key exists.
     isolation: str = "auto"
-    keepalive_s: float = 2.0  # SSE ": PROCESSING" comment period while the first token is pending
+    keepalive_s: float = 2.0  # keep-alive period while the upstream is silent
+    keepalive_frame: str = "blank"  # what a keep-alive writes: relay.KEEPALIVE_FRAMES
     health_ttl_s: float = 5.0  # /health caches its one-token upstream probe this long
     connect_timeout_s: float = 3.0
     read_timeout_s: float = 300.0  # longest silence tolerated from upstream mid-request
@@ -28,6 +29,9 @@ class ProviderSettings:
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", "on", "off"):
             raise ValueError(f"isolation must be auto, on or off, not {self.isolation!r}")
+        if self.keepalive_frame not in ("blank", "comment"):
+            frame = self.keepalive_frame
+            raise ValueError(f"keepalive_frame must be blank or comment, not {frame!r}")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
         object.__setattr__(self, "pricing_path", Path(self.pricing_path))
         object.__setattr__(self, "db_path", Path(self.db_path))

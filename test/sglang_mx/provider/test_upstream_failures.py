@@ -76,8 +76,10 @@ def test_late_refusal_becomes_inband_error(stack) -> None:
     client, _, db = stack
     with client.stream("POST", "/v1/chat/completions", json=_chat("LATE503", True)) as r:
         assert r.status_code == 200  # the SSE reply had begun, with keep-alives
-        events = _events(r)
-    assert events[0] == ": PROCESSING" and events[-1] == "data: [DONE]"
+        raw = list(r.iter_lines())
+    events = [line for line in raw if line]
+    assert raw[:2] == ["", ""], raw[:4]  # blank keep-alives came before the refusal
+    assert events[-1] == "data: [DONE]"
     err = json.loads(events[-2][len("data: ") :])
     assert err["error"]["code"] == 503
     assert Ledger(db).get(err["id"]).status == "error"
@@ -104,14 +106,36 @@ def test_many_events_in_one_read_with_crlf_are_all_relayed(stack) -> None:
     assert events[-1] == "data: [DONE]"
 
 
-def test_keepalive_comments_while_upstream_is_silent(stack) -> None:
+def test_keepalives_while_upstream_is_silent(stack) -> None:
+    """The default keep-alive is an empty line pair: nothing but `data:` lines and blank lines."""
     client, _, _ = stack
     with client.stream("POST", "/v1/chat/completions", json=_chat("SLOW", True, 2)) as r:
-        events = _events(r)
-    first_data = next(i for i, e in enumerate(events) if e.startswith("data:"))
-    assert ": PROCESSING" in events[:first_data]
+        raw = r.read().decode()
+    assert raw.startswith("\n\n"), raw[:40]  # a keep-alive before the first event
+    assert all(line == "" or line.startswith("data: ") for line in raw.split("\n")), raw
+    events = [line for line in raw.split("\n") if line]
     final = json.loads(events[-2][len("data: ") :])
     assert final["choices"] == [] and final["usage"]["completion_tokens"] == 2
+
+
+def test_comment_keepalives_when_asked(tmp_path) -> None:
+    """--keepalive-frame comment: OpenRouter's `: PROCESSING` comments instead."""
+    pricing = write_pricing(tmp_path / "pricing.json", "tiny")
+    db = tmp_path / "db.sqlite"
+    _, key = KeyStore(db).create("t")
+    with serve_in_thread(build_fake_upstream()) as up:
+        settings = ProviderSettings(up, pricing, db, keepalive_s=0.2, keepalive_frame="comment")
+        with serve_in_thread(build_app(settings)) as url:
+            headers = {"Authorization": f"Bearer {key}"}
+            body = _chat("SLOW", True, 2)
+            with httpx.stream(
+                "POST", url + "/v1/chat/completions", json=body, headers=headers, timeout=30
+            ) as r:
+                events = _events(r)
+    first_data = next(i for i, e in enumerate(events) if e.startswith("data:"))
+    assert ": PROCESSING" in events[:first_data]
+    with pytest.raises(ValueError, match="keepalive_frame"):
+        ProviderSettings(up, pricing, db, keepalive_frame="ping")
 
 
 def test_disconnect_calls_upstream_abort(stack) -> None:

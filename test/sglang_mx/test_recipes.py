@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import recipe_facts
 from sglang_mx import recipes
 from sglang_mx.recipes import book, check, pd
 
@@ -43,20 +44,65 @@ exec {python} "$@"
 """
 
 
-def test_every_recipe_has_a_script_and_the_public_flags():
+def test_every_recipe_has_a_script_and_keeps_the_public_facts():
+    """Each recipe and each 1P1D role against what public deployments run (recipe_facts.py,
+    sources CONTEXT section 14), not against literals copied from the recipe file."""
     assert set(recipes.names()) == set(SCRIPTS) and set(pd.names()) == set(PD_SCRIPTS)
     for name in recipes.names():
-        args = recipes.render_args(name)
-        # What every public GLM-5.x MXFP4 recipe runs (CONTEXT section 14).
-        assert args[args.index("--kv-cache-dtype") + 1] == "fp8_e4m3", name
-        assert "--speculative-algorithm" in args and "--disable-custom-all-reduce" in args
-        assert args[args.index("--tool-call-parser") + 1] == "glm47"
-        assert args[args.index("--reasoning-parser") + 1] == "glm45"
-    eagle = recipes.render_args("mi355x-tp4x2-router")
-    got = [eagle[eagle.index(f) + 1] for f in ("--speculative-num-steps",
-           "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--tp-size",
-           "--ep-size")]  # fmt: skip
-    assert got == ["5", "1", "6", "4", "4"] and recipes.recipe("mi355x-tp4x2-router").engines == 2
+        broken = recipe_facts.violations(list(recipes.render_args(name)))
+        assert broken == [], (name, broken)
+    for name in pd.names():
+        r = pd.recipe(name)
+        for role in pd.ROLES:
+            broken = recipe_facts.violations(list(r.roles[role]), role)
+            assert broken == [], (name, role, broken)
+        router = pd.router_args(name, *PD_URLS)
+        assert recipe_facts.router_violations(router, list(r.roles["decode"])) == [], name
+
+
+def _set(args: list[str], flag: str, new: str | None) -> list[str]:
+    """`args` with `flag`'s value replaced (or the flag removed when new is None)."""
+    out = list(args)
+    i = out.index(flag)
+    width = 2 if book.takes_value(out, i) else 1
+    out[i : i + width] = [] if new is None else ([flag, new] if width == 2 else [flag])
+    return out
+
+
+# Breaks a wrong recipe could carry, each planted into a real recipe's flags: (recipe or
+# "1p1d:ROLE", flag, new value or None to drop it).
+PLANTED = [
+    ("mi355x-tp4x2-router", "--kv-cache-dtype", "auto"),
+    ("mi355x-tp4x2-router", "--disable-custom-all-reduce", None),
+    ("mi355x-tp4x2-router", "--speculative-num-steps", "3"),
+    ("mi355x-tp8", "--speculative-num-draft-tokens", "4"),
+    ("mi355x-tp8", "--tool-call-parser", "glm45"),
+    ("mi355x-tp8-dpattn", "--reasoning-parser", None),
+    ("mi355x-tp8-dpattn", "--dp-size", "4"),
+    ("1p1d:decode", "--enable-dp-lm-head", None),
+    ("1p1d:decode", "--moe-dense-tp-size", "8"),
+    ("1p1d:prefill", "--tp-size", "4"),
+    ("1p1d:prefill", "--disaggregation-transfer-backend", "nixl"),
+]
+
+
+@pytest.mark.parametrize("where,flag,new", PLANTED)
+def test_public_facts_catch_a_planted_break(where, flag, new):
+    if where.startswith("1p1d:"):
+        role = where.split(":")[1]
+        args = list(pd.recipe("mi355x-1p1d").roles[role])
+    else:
+        role, args = "engine", list(recipes.render_args(where))
+    assert recipe_facts.violations(args, role) == []
+    assert recipe_facts.violations(_set(args, flag, new), role), (where, flag, new)
+
+
+def test_router_facts_catch_a_planted_break():
+    r = pd.recipe("mi355x-1p1d")
+    router = pd.router_args("mi355x-1p1d", *PD_URLS)
+    decode = list(r.roles["decode"])
+    assert recipe_facts.router_violations([a for a in router if a != "--dp-aware"], decode)
+    assert recipe_facts.router_violations(router[1:], decode)  # no --pd-disaggregation
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))

@@ -29,18 +29,25 @@ def knee_rate(points: list[dict], slo_s: float, metric: str = "p95") -> float:
     return float(pts[-1]["x"])
 
 
-def search_knee(
-    predict: Callable[[float], dict], low_rate: float, slo_factor: float, step: float = 1.1
-) -> tuple[float, float]:
-    """(knee SLA, knee rate) of a predicted sweep: the SLA is `slo_factor` x the TTFT p50
-    `predict` gives at `low_rate` (requests never overlap); the knee is where its TTFT p95
-    crosses the SLA on a grid of `step` ratios from `low_rate`, interpolated by knee_rate.
-    `predict(rate)` returns one sweep point {"x", "summary"}."""
-    slo_s = slo_factor * predict(low_rate)["summary"]["ttft_s"]["p50"]
+def knee_at(
+    predict: Callable[[float], dict], slo_s: float, low_rate: float, step: float = 1.1
+) -> float:
+    """Knee rate of a predicted sweep against a given SLA: where its TTFT p95 crosses `slo_s`
+    on a grid of `step` ratios from `low_rate`, interpolated by knee_rate. `predict(rate)`
+    returns one sweep point {"x", "summary"}."""
     points, rate = [], low_rate
     while rate < 1000:
         points.append(predict(rate))
         if points[-1]["summary"]["ttft_s"]["p95"] > slo_s:
             break
         rate *= step
-    return slo_s, knee_rate(points, slo_s)
+    return knee_rate(points, slo_s)
+
+
+def search_knee(
+    predict: Callable[[float], dict], low_rate: float, slo_factor: float, step: float = 1.1
+) -> tuple[float, float]:
+    """(knee SLA, knee rate) of a predicted sweep: the SLA is `slo_factor` x the TTFT p50
+    `predict` gives at `low_rate` (requests never overlap); the knee as knee_at."""
+    slo_s = slo_factor * predict(low_rate)["summary"]["ttft_s"]["p50"]
+    return slo_s, knee_at(predict, slo_s, low_rate, step)

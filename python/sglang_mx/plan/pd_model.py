@@ -33,7 +33,7 @@ from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import WorkloadSpec
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.handoff import Handoff, HandoffSample, fit_handoff
-from sglang_mx.plan.knee import search_knee
+from sglang_mx.plan.knee import knee_at, search_knee
 from sglang_mx.plan.pd_lone import LoneStats
 from sglang_mx.plan.sim import Group, build_groups, simulate
 from sglang_mx.plan.stepcost import LinearStepCost, Work
@@ -79,6 +79,10 @@ class PdModel:
 
     def knee(self, spec: WorkloadSpec, low_rate: float, slo_factor: float):
         return search_knee(lambda r: self.predict(spec, [r])[0], low_rate, slo_factor)
+
+    def knee_at(self, spec: WorkloadSpec, slo_s: float, low_rate: float) -> float:
+        """The predicted knee rate against a fixed SLA (TTFT p95 <= slo_s)."""
+        return knee_at(lambda r: self.predict(spec, [r])[0], slo_s, low_rate)
 
     def to_dict(self) -> dict:
         return {

@@ -112,16 +112,18 @@ def test_tiny_glm5_ships_its_latent_and_index_keys():
 def test_knee_is_judged_on_the_measured_sweep():
     model = _fake_pd(handoff=Handoff(0.02, 2e-6, 4872))
     spec = V.pd_workload(24, 128, 8)
-    slo, knee = model.knee(spec, V.LOW_RATE, V.SLO_FACTOR)
+    slo = V.SLA_TTFT_P95_S  # fixed from the workload, not from the model
+    knee = model.knee_at(spec, slo, V.LOW_RATE)
     rates = [round(knee * f, 3) for f in V.RATE_FRACTIONS]
     pred = model.predict(spec, rates)
     assert pred[3]["summary"]["ttft_s"]["p95"] <= slo < pred[-1]["summary"]["ttft_s"]["p95"]
     close = compare(pred, _fake_pd(1.05, 1.05, model.handoff).predict(spec, rates), slo)
     assert close["knee_reached"]["meas"] and close["targets"]["knee_within_25pct"]
-    # 30% slower sides: the measured TTFT p95 misses the SLA from the first rate on, so there
-    # is no measured knee inside the sweep and the target fails
+    # 30% slower sides: the measured knee comes well before the predicted one (or the first
+    # rate already misses the SLA), and the target fails
     far = compare(pred, _fake_pd(1.3, 1.3, model.handoff).predict(spec, rates), slo)
-    assert math.isnan(far["knee_rate_meas"]) and not far["targets"]["knee_within_25pct"]
+    assert not far["targets"]["knee_within_25pct"], far["knee_rate_err"]
+    assert math.isnan(far["knee_rate_meas"]) or far["knee_rate_err"] > 0.25
 
 
 def test_stage_and_transfer_means_read_from_prometheus_text():

@@ -126,7 +126,8 @@ def _rows(folder) -> dict[tuple[int, int], frozenset[int]]:
 
 
 def test_decode_selects_the_plain_servers_top_k(pd) -> None:
-    # Past index_topk, decode's sparse attention picks its top-k from the index keys the prefill
+    # The decode side computed none of the prompt (its KV came over the transfer engine), and
+    # past index_topk, decode's sparse attention picks its top-k from the index keys the prefill
     # server's pages brought: wrong or missing keys select other tokens.
     for d in pd["dumps"].values():
         for f in d.glob("*.pt"):
@@ -137,8 +138,16 @@ def test_decode_selects_the_plain_servers_top_k(pd) -> None:
     assert through_pd["output_ids"] == plain["output_ids"]
     prompt_len = plain["meta_info"]["prompt_tokens"]
     assert prompt_len > INDEX_TOPK
-    decode_rows = {k: v for k, v in _rows(pd["dumps"]["decode"]).items() if k[1] >= prompt_len}
+    decode_all = _rows(pd["dumps"]["decode"])
     plain_rows = _rows(pd["dumps"]["plain"])
+    # The KV crossed: the decode side ran its indexer at no prompt position past the first
+    # page (a short health probe's own prefill may sit below it), where a side that computed
+    # the prefill itself runs it at every one, as the plain server did.
+    prompt_span = set(range(64, prompt_len))
+    assert prompt_span <= {pos for _, pos in plain_rows}
+    computed = sorted({pos for _, pos in decode_all} & prompt_span)
+    assert not computed, f"the decode side computed prompt positions {computed[:5]}..."
+    decode_rows = {k: v for k, v in decode_all.items() if k[1] >= prompt_len}
     # The plain server decodes n - 1 steps (the first token comes from its prefill); the decode
     # side runs those and may run one more past the last token (discarded): compare the steps
     # both ran, which must be all of the plain server's.

@@ -83,13 +83,15 @@ def gate_tail(record: dict, bound: float = FIT_GATE_RMS) -> dict:
     return gate("first-token lag (ramp TTFT p50/p95)", meas, fit, bound)
 
 
-def collect(folder: Path, commit: str) -> dict:
-    """Every run record (run-*.json) in `folder` of `commit`: their knee errors, the median and
-    the worst (largest magnitude), and how many met the 25% target; records of other commits
-    are named as stale."""
+def collect(folder: Path, commit: str | None = None) -> dict:
+    """Every run record (run-*.json) in `folder` of `commit` (default: the newest run's): their
+    knee errors, the median and the worst (largest magnitude), and how many met the 25% target;
+    records of other commits are named as stale."""
     runs, stale = [], []
-    for path in sorted(folder.glob("run-*.json")):
-        rec = json.loads(path.read_text())
+    records = [(p, json.loads(p.read_text())) for p in sorted(folder.glob("run-*.json"))]
+    if commit is None and records:
+        commit = records[-1][1].get("commit")  # names sort by sweep start time
+    for path, rec in records:
         if rec.get("commit") != commit:
             stale.append({"file": path.name, "commit": rec.get("commit")})
             continue

@@ -391,15 +391,20 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
 
 
 def _collect(args) -> int:
-    """Rebuild --out: every run of this commit (preregister.collect), median and worst."""
-    from sglang_mx.bench.stamp import commit
+    """Rebuild --out from the newest commit's runs (preregister.collect), median and worst, and
+    whether the code has changed since they ran."""
+    import subprocess
 
-    record = preregister.collect(args.runs_dir, commit())
+    record = preregister.collect(args.runs_dir)
+    ran = str(record["commit"]).removesuffix("+dirty")
+    code = ["python", "sgl-kernel-rocm"]
+    diff = subprocess.run(["git", "diff", "--quiet", ran, "HEAD", "--", *code], capture_output=True)
     record |= {
         "what": "the PD planner check, pre-registered: each run's prediction frozen "
         "(prediction-*.json, sha256 in the run) before its sweep; the knee judged at a fixed "
-        f"SLA; headline = the {PRIMARY} build's knee error over every run of this commit",
+        f"SLA; headline = the {PRIMARY} build's knee error over every run of one commit",
         "target": "knee within 25% of the measured knee",
+        "code_unchanged_since_runs": diff.returncode == 0,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1, default=str))

@@ -46,6 +46,7 @@ def test_collect_reports_every_run_of_one_commit(tmp_path):
         _run(runs, f"a{i}", "abc", err, tmp_path)
     _run(runs, "old", "def", 0.0, tmp_path)
     got = P.collect(runs, "abc")
+    assert P.collect(runs)["commit"] == "def"  # the newest run's ("old" sorts last)
     assert got["of"] == 4 and [s["commit"] for s in got["stale_runs"]] == ["def"]
     assert got["median_knee_rate_err"] == pytest.approx(0.1)
     assert got["worst_knee_rate_err"] == pytest.approx(-0.4) and got["met_25pct"] == 2

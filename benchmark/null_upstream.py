@@ -7,9 +7,11 @@ result it produces.
 
 With `--stream-max-tokens` a streamed answer has as many tokens as the body's `max_tokens` (one
 SSE event each, usage at the end), so a load generator's own ceiling can be measured against it
-(`sglang-mx bench calibrate`).
+(`sglang-mx bench calibrate`). `--ttft-s S` and `--itl-s S` pace it: the first token after S
+seconds, each next one S after the last, whatever the load (a server whose true TTFT and ITL are
+known, so two clients' measurements of them can be held to a tight bound: bench/peer.py).
 
-    python benchmark/null_upstream.py PORT [--stream-max-tokens]"""
+    python benchmark/null_upstream.py PORT [--stream-max-tokens] [--ttft-s S] [--itl-s S]"""
 
 from __future__ import annotations
 
@@ -80,10 +82,11 @@ async def _stream_n(writer: asyncio.StreamWriter, body: bytes) -> None:
     n_in = len(prompt) if isinstance(prompt, list) else 1
     usage = {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
     writer.write(STREAM_HEAD)
-    for _ in range(n):
+    await writer.drain()
+    for i in range(n):
+        await asyncio.sleep(TTFT_S if i == 0 else ITL_S)
         writer.write(_TOKEN)
         await writer.drain()
-        await asyncio.sleep(0)
     if (req.get("stream_options") or {}).get("include_usage"):
         writer.write(_event(_CHUNK | {"choices": [], "usage": usage}))
     writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
@@ -119,7 +122,15 @@ async def main(port: int) -> None:
 
 
 STREAM_MAX_TOKENS = False
+TTFT_S = ITL_S = 0.0
+
+
+def _flag(name: str) -> float:
+    args = sys.argv[2:]
+    return float(args[args.index(name) + 1]) if name in args else 0.0
+
 
 if __name__ == "__main__":
     STREAM_MAX_TOKENS = "--stream-max-tokens" in sys.argv[2:]
+    TTFT_S, ITL_S = _flag("--ttft-s"), _flag("--itl-s")
     asyncio.run(main(int(sys.argv[1])))

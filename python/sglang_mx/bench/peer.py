@@ -23,21 +23,25 @@ from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
 
-# |ours / SGLang's - 1| allowed. Both see one server at one moment, so what may differ is each
-# client's own overhead, up to ~0.5 s of start/end misalignment in a run of several seconds
-# (one client alone on the server for that long: throughput), and how the server interleaves the
-# two clients' requests (a latency median). A latency median also agrees when the difference is
-# within sampling error: the two samples are not told apart by a Mann-Whitney rank-sum test at
-# ALPHA (on a loaded box one request's TTFT swings 0.2-5 s with the neighbours' load, and a
-# dozen samples cannot pin a median closer than that; the test keeps false alarms at ALPHA).
+# |ours / SGLang's - 1| allowed, each figure on its own. Both clients see one server at one
+# moment, so what may differ is each client's own overhead. Against a paced server (the null
+# upstream with a fixed TTFT and ITL, benchmark/null_upstream.py) every figure is the client's
+# measurement of a known time, and all four hold to 10% (measured 2026-12-03: the TTFT and ITL
+# medians within 2%). Against a live server on a shared box one request's TTFT swings with the
+# neighbours' load, so a latency median is not a client property there: the TTFT ratio ranged
+# 0.83-1.15 over 12 side-by-side runs on the 2-core box (one core busy or not, 2026-12-03) and
+# 1.83 at load 5-10 (2026-12-02), which no bound that still catches a 40% error would hold.
+# Live runs are held to the throughput bounds (LIVE_BOUNDS); their latency medians are shown.
+# (Until 2026-12-03 a latency median also passed when a rank-sum test could not tell the two
+# samples apart: at 12 samples a 40% error in our TTFT passed that way. Issue 42.)
 BOUNDS = {
     "request_throughput": 0.10,
     "output_tok_s": 0.10,
-    "ttft_p50_s": 0.20,
+    "ttft_p50_s": 0.10,
     "itl_p50_s": 0.10,
 }
+LIVE_BOUNDS = {"request_throughput": 0.10, "output_tok_s": 0.10}
 SAMPLES = {"ttft_p50_s": "ttft_samples", "itl_p50_s": "itl_samples"}
-ALPHA = 0.01
 STARTED = "Starting main benchmark run"  # SGLang prints it after its warm-up (none here)
 SGLANG_IDLE_S = 1.0  # then sleeps this long before its first request
 OUR_SETUP_S = 0.2  # what our runner spends before its first request (model, limits)
@@ -184,9 +188,15 @@ def run_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> dict:
 
 
 def side_by_side(
-    url: str, tokenizer_dir: str, w: PeerWorkload, workdir: Path, timeout_s: float = 300.0
+    url: str,
+    tokenizer_dir: str,
+    w: PeerWorkload,
+    workdir: Path,
+    timeout_s: float = 300.0,
+    bounds: dict | None = None,
 ) -> dict:
-    """Both clients on `w` at once: {"ours", "sglang", "rows" (compare), "sglang_log"}."""
+    """Both clients on `w` at once: {"ours", "sglang", "rows" (compare against `bounds`,
+    default BOUNDS), "sglang_log"}."""
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -220,7 +230,8 @@ def side_by_side(
             proc.kill()
             proc.wait()
     theirs = read_sglang_result(out_file)
-    return {"ours": ours, "sglang": theirs, "rows": compare(ours, theirs), "sglang_log": log}
+    rows = compare(ours, theirs, bounds)
+    return {"ours": ours, "sglang": theirs, "rows": rows, "sglang_log": log}
 
 
 def _flush(url: str) -> None:
@@ -268,17 +279,20 @@ def rank_sum_p(a: list[float], b: list[float]) -> float:
 
 
 def compare(ours: dict, theirs: dict, bounds: dict | None = None) -> list[dict]:
-    """One row per bounded figure: ours, SGLang's, the ratio, its bound and whether it holds."""
+    """One row per figure of BOUNDS: ours, SGLang's, the ratio, and, where `bounds` (default
+    BOUNDS) gives the figure one, the bound and whether the ratio holds it (the bound alone
+    decides; the rank-sum p-value of a latency figure's samples is shown, never used)."""
+    bounds = BOUNDS if bounds is None else bounds
     rows = []
-    for key, bound in (bounds or BOUNDS).items():
+    for key in BOUNDS:
         a, b = ours[key], theirs[key]
         ratio = a / b if b else math.nan
+        bound = bounds.get(key)
         row = {"figure": key, "ours": a, "sglang": b, "ratio": ratio, "bound": bound}
-        row["ok"] = not math.isnan(ratio) and abs(ratio - 1) <= bound
+        row["ok"] = bound is None or (not math.isnan(ratio) and abs(ratio - 1) <= bound)
         if key in SAMPLES:
             row["p_value"] = rank_sum_p(ours[SAMPLES[key]], theirs[SAMPLES[key]])
             row["samples"] = (len(ours[SAMPLES[key]]), len(theirs[SAMPLES[key]]))
-            row["ok"] = row["ok"] or row["p_value"] >= ALPHA
         rows.append(row)
     return rows
 
@@ -293,8 +307,9 @@ def table(rows: list[dict]) -> str:
         if "p_value" in r:
             n_a, n_b = r["samples"]
             ci = f"p = {r['p_value']:.3f} ({n_a} vs {n_b} samples)"
+        bound = "shown" if r["bound"] is None else f"+-{r['bound']:.0%}"
         lines.append(
             f"| {r['figure']} | {r['ours']:.4g} | {r['sglang']:.4g} | {r['ratio']:.3f}"
-            f"{'' if r['ok'] else ' OUT'} | +-{r['bound']:.0%} | {ci} |"
+            f"{'' if r['ok'] else ' OUT'} | {bound} | {ci} |"
         )
     return "\n".join(lines)

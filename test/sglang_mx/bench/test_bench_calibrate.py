@@ -6,35 +6,17 @@ calibrated against it too; a side-by-side calibration's ceilings and table (cali
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
+from bench_processes import null_upstream
 from sglang_mx.bench.calibrate_peer import ceiling, table
-from sglang_mx.testing.server import free_port
-
-NULL = Path(__file__).parents[3] / "benchmark" / "null_upstream.py"
 
 
 @pytest.fixture(scope="module")
 def null_url():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(NULL), str(port), "--stream-max-tokens"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                httpx.get(f"{url}/v1/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+    with null_upstream("--stream-max-tokens") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _events(url: str, **extra) -> list[dict]:

@@ -8,7 +8,13 @@ import json
 
 import pytest
 from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.peer import PeerWorkload, compare, rank_sum_p, read_sglang_result
+from sglang_mx.bench.peer import (
+    LIVE_BOUNDS,
+    PeerWorkload,
+    compare,
+    rank_sum_p,
+    read_sglang_result,
+)
 
 
 def _theirs(**over) -> dict:
@@ -45,17 +51,21 @@ def _ours(**over) -> dict:
     return d | over
 
 
-def test_rows_judge_ratio_and_sampling_error(tmp_path):
+def test_rows_judge_each_figure_by_its_bound_alone(tmp_path):
     path = tmp_path / "out.jsonl"
     path.write_text(json.dumps(_theirs()))
     theirs = read_sglang_result(path)
     rows = {r["figure"]: r for r in compare(_ours(), theirs)}
     assert rows["request_throughput"]["ratio"] == pytest.approx(1.05) and rows["output_tok_s"]["ok"]
     assert all(r["ok"] for r in rows.values())
-    # TTFT 30% high from four noisy samples spanning SGLang's: outside 20%, inside the noise
+    # TTFT 30% high from four noisy samples spanning SGLang's: the rank-sum test cannot tell
+    # them apart, and the figure fails all the same (the p-value is shown, never an excuse)
     noisy = _ours(ttft_p50_s=0.13, ttft_samples=[0.05, 0.12, 0.14, 0.3])
     row = next(r for r in compare(noisy, theirs) if r["figure"] == "ttft_p50_s")
-    assert row["ratio"] > 1.2 and row["p_value"] >= 0.01 and row["ok"]
+    assert row["ratio"] > 1.2 and row["p_value"] >= 0.01 and not row["ok"]
+    # with the live bounds a latency median is shown, not judged
+    live = {r["figure"]: r for r in compare(noisy, theirs, LIVE_BOUNDS)}
+    assert live["ttft_p50_s"]["bound"] is None and live["ttft_p50_s"]["ok"]
     # ITL doubled over 28 steady gaps: outside the bound and significant
     slow = _ours(itl_p50_s=0.04, itl_samples=[0.04] * 28)
     row = next(r for r in compare(slow, theirs) if r["figure"] == "itl_p50_s")

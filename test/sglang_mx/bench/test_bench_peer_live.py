@@ -1,13 +1,14 @@
 """Peer agreement on the suite's live bundled-MXFP4 server: our runner and SGLang's own
 `python -m sglang.benchmark.serving` run one workload (64 in / 8 out, 12 requests, a closed loop
 at concurrency 1 and 2) at the same moment, and agree on request throughput and output tok/s
-within 10% and on the TTFT and ITL medians within 20% / 10% or within sampling error
-(peer.BOUNDS; the definitions compared are in docs/benchmark.md)."""
+within 10% (peer.LIVE_BOUNDS; the latency medians are shown: on a shared box they swing with the
+neighbours' load, so they are held to their bound against a paced server instead,
+test_bench_peer_paced.py; the definitions compared are in docs/benchmark.md)."""
 
 from __future__ import annotations
 
 import pytest
-from sglang_mx.bench.peer import PeerWorkload, side_by_side, table
+from sglang_mx.bench.peer import LIVE_BOUNDS, PeerWorkload, side_by_side, table
 
 pytestmark = pytest.mark.server
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.server
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_agrees_with_sglang_benchmark(live_server, bundled_tokenizer_dir, tmp_path, concurrency):
     w = PeerWorkload(input_len=64, output_len=8, num_requests=12, concurrency=concurrency)
-    got = side_by_side(live_server, bundled_tokenizer_dir, w, tmp_path)
+    got = side_by_side(live_server, bundled_tokenizer_dir, w, tmp_path, bounds=LIVE_BOUNDS)
     ours, theirs = got["ours"], got["sglang"]
     # every request done and counted alike by both (ignore_eos: all 8 tokens each)
     assert ours["completed"] == theirs["completed"] == 12

@@ -8,11 +8,11 @@ import argparse
 import contextlib
 import json
 import multiprocessing
-import time
 
 import pytest
 import yaml
 from bench_fake_openai import FakeCache, make_app
+from bench_processes import serving
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx.testing.server import free_port
 
@@ -29,23 +29,12 @@ def fake_server_process():
     """The fake in a process of its own: in this process's thread it would hold the client's
     GIL for tens of ms on a loaded box, and the self-check would rightly call the client
     bound, which is not what this test is about."""
-    import httpx
 
     port = free_port()
     proc = multiprocessing.get_context("spawn").Process(target=_serve, args=(port,))
     proc.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                httpx.get(url + "/v1/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+    with serving(f"http://127.0.0.1:{port}", lambda: (proc.terminate(), proc.join(10))) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.join(10)
 
 
 def _main(argv: list[str]) -> int:

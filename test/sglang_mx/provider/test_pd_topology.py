@@ -140,10 +140,10 @@ def test_decode_selects_the_plain_servers_top_k(pd) -> None:
     assert prompt_len > INDEX_TOPK
     decode_all = _rows(pd["dumps"]["decode"])
     plain_rows = _rows(pd["dumps"]["plain"])
-    # The KV crossed: the decode side ran its indexer at no prompt position past the first
-    # page (a short health probe's own prefill may sit below it), where a side that computed
-    # the prefill itself runs it at every one, as the plain server did.
-    prompt_span = set(range(64, prompt_len))
+    # The KV crossed: the decode side ran its indexer at no prompt position past index_topk
+    # (where it selects; a short health probe's own prefill sits below), where a side that
+    # computed the prefill itself runs it at every one, as the plain server did.
+    prompt_span = set(range(INDEX_TOPK, prompt_len))
     assert prompt_span <= {pos for _, pos in plain_rows}
     computed = sorted({pos for _, pos in decode_all} & prompt_span)
     assert not computed, f"the decode side computed prompt positions {computed[:5]}..."

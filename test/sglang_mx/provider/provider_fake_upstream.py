@@ -4,8 +4,12 @@ made to produce on demand (upstream 5xx, malformed events, a stream cut mid-way)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -109,3 +113,20 @@ def build_fake_upstream() -> FastAPI:
         return StreamingResponse(events(), media_type="text/event-stream")
 
     return app
+
+
+@contextlib.contextmanager
+def provider_on_fake(tmp: Path, **settings: Any) -> Iterator[dict[str, Any]]:
+    """The provider in this process, `settings` (ProviderSettings fields) over its defaults,
+    in front of the scripted upstream: {"url", "upstream", "db", "key", "pricing"}."""
+    from provider_support import serve_in_thread, write_pricing
+    from sglang_mx.provider.app import build_app
+    from sglang_mx.provider.keys import KeyStore
+    from sglang_mx.provider.settings import ProviderSettings
+
+    pricing = write_pricing(tmp / "pricing.json", "tiny")
+    db = tmp / "db.sqlite"
+    _, key = KeyStore(db).create("t")
+    with serve_in_thread(build_fake_upstream()) as up:
+        with serve_in_thread(build_app(ProviderSettings(up, pricing, db, **settings))) as url:
+            yield {"url": url, "upstream": up, "db": db, "key": key, "pricing": pricing}

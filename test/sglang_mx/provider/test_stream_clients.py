@@ -18,25 +18,16 @@ import json
 import httpx
 import openai
 import pytest
-from provider_fake_upstream import build_fake_upstream
-from provider_support import MODEL_ID, serve_in_thread, write_pricing
-from sglang_mx.provider.app import build_app
-from sglang_mx.provider.keys import KeyStore
-from sglang_mx.provider.settings import ProviderSettings
+from provider_fake_upstream import provider_on_fake
+from provider_support import MODEL_ID
 
 TOKENS = 3  # the fake sends one "t" per token, 0.5 s apart: several 0.2 s keep-alives each
 
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("clients")
-    pricing = write_pricing(tmp / "pricing.json", "tiny")
-    db = tmp / "db.sqlite"
-    _, key = KeyStore(db).create("t")
-    with serve_in_thread(build_fake_upstream()) as up:
-        settings = ProviderSettings(up, pricing, db, keepalive_s=0.2)
-        with serve_in_thread(build_app(settings)) as url:
-            yield url, key
+    with provider_on_fake(tmp_path_factory.mktemp("clients"), keepalive_s=0.2) as p:
+        yield p["url"], p["key"]
 
 
 def _body() -> dict:

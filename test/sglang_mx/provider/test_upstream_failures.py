@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from provider_fake_upstream import build_fake_upstream
-from provider_support import MODEL_ID, free_port, serve_in_thread, write_pricing
+from provider_fake_upstream import provider_on_fake
+from provider_support import MODEL_ID, free_port, serve_in_thread
 from sglang_mx.provider.app import build_app
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
@@ -19,19 +19,10 @@ from sglang_mx.provider.settings import ProviderSettings
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fake")
-    pricing = write_pricing(tmp / "pricing.json", "tiny")
-    db = tmp / "db.sqlite"
-    _, key = KeyStore(db).create("t")
-    fake = build_fake_upstream()
-    with serve_in_thread(fake) as up:
-        settings = ProviderSettings(up, pricing, db, keepalive_s=0.2)
-        with serve_in_thread(build_app(settings)) as url:
-            client = httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-            )
-            yield client, up, db
-            client.close()
+    with provider_on_fake(tmp_path_factory.mktemp("fake"), keepalive_s=0.2) as p:
+        headers = {"Authorization": f"Bearer {p['key']}"}
+        with httpx.Client(base_url=p["url"], headers=headers, timeout=30) as client:
+            yield client, p["upstream"], p["db"]
 
 
 def _chat(content: str, stream: bool = False, max_tokens: int = 5) -> dict:
@@ -120,22 +111,17 @@ def test_keepalives_while_upstream_is_silent(stack) -> None:
 
 def test_comment_keepalives_when_asked(tmp_path) -> None:
     """--keepalive-frame comment: OpenRouter's `: PROCESSING` comments instead."""
-    pricing = write_pricing(tmp_path / "pricing.json", "tiny")
-    db = tmp_path / "db.sqlite"
-    _, key = KeyStore(db).create("t")
-    with serve_in_thread(build_fake_upstream()) as up:
-        settings = ProviderSettings(up, pricing, db, keepalive_s=0.2, keepalive_frame="comment")
-        with serve_in_thread(build_app(settings)) as url:
-            headers = {"Authorization": f"Bearer {key}"}
-            body = _chat("SLOW", True, 2)
-            with httpx.stream(
-                "POST", url + "/v1/chat/completions", json=body, headers=headers, timeout=30
-            ) as r:
-                events = _events(r)
+    with provider_on_fake(tmp_path, keepalive_s=0.2, keepalive_frame="comment") as p:
+        headers = {"Authorization": f"Bearer {p['key']}"}
+        body = _chat("SLOW", True, 2)
+        with httpx.stream(
+            "POST", p["url"] + "/v1/chat/completions", json=body, headers=headers, timeout=30
+        ) as r:
+            events = _events(r)
     first_data = next(i for i, e in enumerate(events) if e.startswith("data:"))
     assert ": PROCESSING" in events[:first_data]
     with pytest.raises(ValueError, match="keepalive_frame"):
-        ProviderSettings(up, pricing, db, keepalive_frame="ping")
+        ProviderSettings(p["upstream"], p["pricing"], p["db"], keepalive_frame="ping")
 
 
 def test_disconnect_calls_upstream_abort(stack) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from sglang_mx.provider.settings import KEEPALIVE_FRAMES
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -32,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--keepalive-frame",
-        choices=("blank", "comment"),
+        choices=KEEPALIVE_FRAMES,
         default="blank",
         help="blank: an empty SSE line, skipped by every client (default); comment: "
         "OpenRouter's ': PROCESSING', which line-based clients such as SGLang's benchmark "

@@ -27,7 +27,7 @@ from sglang_mx.provider.settings import ProviderSettings
 # but those line-based clients json-decode every other line, so each comment failed one of
 # their requests (issue 41: SGLang's client lost 12-16 of 32 whenever a first token took longer
 # than one keep-alive period). The OpenAI API itself sends neither.
-KEEPALIVE_FRAMES = {"blank": b"\n\n", "comment": b": PROCESSING\n\n"}
+KEEPALIVE_BYTES = {"blank": b"\n\n", "comment": b": PROCESSING\n\n"}  # settings.KEEPALIVE_FRAMES
 DONE = b"data: [DONE]\n\n"
 
 
@@ -77,7 +77,7 @@ class StreamRelay:
         send), one read at a time: a read usually holds a whole event, so this waits once per
         event rather than once per line through httpx's text decoders."""
         keepalive_s = self.settings.keepalive_s
-        keepalive = KEEPALIVE_FRAMES[self.settings.keepalive_frame]
+        keepalive = KEEPALIVE_BYTES[self.settings.keepalive_frame]
         while not (await asyncio.wait({self.opening}, timeout=keepalive_s))[0]:
             yield keepalive
         reads = self.opening.result().aiter_raw().__aiter__()  # raises the upstream's refusal

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+KEEPALIVE_FRAMES = ("blank", "comment")  # what relay.KEEPALIVE_BYTES writes for each
+
 
 @dataclass(frozen=True)
 class ProviderSettings:
@@ -16,7 +18,7 @@ class ProviderSettings:
     # "auto": namespace the prefix cache per key when more than one active key exists.
     isolation: str = "auto"
     keepalive_s: float = 2.0  # keep-alive period while the upstream is silent
-    keepalive_frame: str = "blank"  # what a keep-alive writes: relay.KEEPALIVE_FRAMES
+    keepalive_frame: str = "blank"  # one of KEEPALIVE_FRAMES
     health_ttl_s: float = 5.0  # /health caches its one-token upstream probe this long
     connect_timeout_s: float = 3.0
     read_timeout_s: float = 300.0  # longest silence tolerated from upstream mid-request
@@ -29,9 +31,9 @@ class ProviderSettings:
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", "on", "off"):
             raise ValueError(f"isolation must be auto, on or off, not {self.isolation!r}")
-        if self.keepalive_frame not in ("blank", "comment"):
-            frame = self.keepalive_frame
-            raise ValueError(f"keepalive_frame must be blank or comment, not {frame!r}")
+        if self.keepalive_frame not in KEEPALIVE_FRAMES:
+            frame, names = self.keepalive_frame, " or ".join(KEEPALIVE_FRAMES)
+            raise ValueError(f"keepalive_frame must be {names}, not {frame!r}")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
         object.__setattr__(self, "pricing_path", Path(self.pricing_path))
         object.__setattr__(self, "db_path", Path(self.db_path))

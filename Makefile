@@ -57,8 +57,7 @@ bench: setup
 ASSETS := python/sglang_mx/assets
 model: setup
 	$(BIN)/python scripts/train_tiny_model.py --out $(ASSETS)/tiny-glm-moe-bf16 --minutes 30
-	rm -rf $(ASSETS)/tiny-glm-moe-mxfp4
-	$(BIN)/sglang-mx quantize $(ASSETS)/tiny-glm-moe-bf16 $(ASSETS)/tiny-glm-moe-mxfp4
+	rm -rf $(ASSETS)/tiny-glm-moe-mxfp4  # re-quantized from the new bf16 on first use
 	$(BIN)/python scripts/eval_tiny_model.py
 
 # Re-train the bundled tiny GLM-5-architecture model (MLA + DSA, ~25 min on 2 cores) and its MTP

@@ -2,7 +2,7 @@
 
 The H200 image (Python 3.12.3, torch 2.11 cu130, triton 3.6.0, transformers 5.17; no network)
 lacks SGLang and about fifty packages SGLang's server imports. The repository may travel with
-at most 64 MiB in all, and its tracked files are already ~49 MiB, so what is carried is one
+at most 64 MiB in all, and its tracked files are already ~46 MiB, so what is carried is one
 solid archive: the wheels listed in scripts/gpu_serve_wheels.txt (downloaded here for CPython
 3.12 x86-64 into .whl/src/), installed with pip into a staging folder, trimmed (SGLang's Rust
 extensions, multimodal_gen, tests, benchmarks, JIT CUDA and C++ sources, wheel RECORDs, the

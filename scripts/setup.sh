@@ -54,3 +54,6 @@ import torch, sglang, triton
 assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"
 print(f"setup ok: torch {torch.__version__}, sglang {sglang.__version__}, triton {triton.__version__}")
 PY
+# The bundled models that are built, not stored (sglang_mx.assets.DERIVED): before any test or
+# wheel needs them.
+"$VENV/bin/python" -c "from sglang_mx.assets import build_derived; print('setup ok: bundled models', build_derived() or 'present')"

@@ -79,3 +79,28 @@ def test_mismatched_checkpoint_names_tensor_and_config(tmp_path):
         validate_checkpoint(ckpt)
     msg = str(exc.value)
     assert "model.safetensors" in msg and "mlp.experts" in msg and "config.json" in msg
+
+
+def test_derived_model_is_built_on_first_use_as_quantize_writes_it(
+    quantized, tmp_path, monkeypatch
+):
+    """The GLM-4.5 MXFP4 bundled model is not stored: the first bundled_model_path("mxfp4")
+    builds it from the bf16 one, byte for byte what `sglang-mx quantize` writes, and four
+    concurrent first uses each get the whole checkpoint (built aside, renamed into place)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import sglang_mx.assets as assets
+
+    shutil.copytree(bundled_model_path("bf16"), tmp_path / "tiny-glm-moe-bf16")
+    monkeypatch.setattr(assets, "ASSETS", tmp_path)
+    with ThreadPoolExecutor(4) as pool:
+        paths = list(pool.map(lambda _: bundled_model_path("mxfp4"), range(4)))
+    assert set(paths) == {str(tmp_path / "tiny-glm-moe-mxfp4")}
+    built = sorted(p.name for p in (tmp_path / "tiny-glm-moe-mxfp4").iterdir())
+    assert built == sorted(p.name for p in quantized.iterdir())
+    for name in built:
+        assert (tmp_path / "tiny-glm-moe-mxfp4" / name).read_bytes() == (
+            quantized / name
+        ).read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-glm-moe-bf16", "tiny-glm-moe-mxfp4"]
+    validate_checkpoint(tmp_path / "tiny-glm-moe-mxfp4")

@@ -149,10 +149,26 @@ def router_flags() -> list[str]:
     scripts/launch/provider_topology.sh (which prints them with `python -m
     sglang_mx.provider.launch router-flags`). sglang-router's own defaults check health every
     60 s, so a killed worker kept being routed to for up to 3 minutes."""
-    return ["--health-check-interval-secs", "2",
+    return ["--health-check-interval-secs", str(HEALTH_INTERVAL_S),
             # A busy CPU worker answers /health slowly; only a dead one should be dropped.
-            "--health-check-timeout-secs", "20", "--health-failure-threshold", "3",
+            "--health-check-timeout-secs", "20",
+            "--health-failure-threshold", str(HEALTH_FAILURES),
+            # A request that cannot reach its worker is retried until the dead worker is out
+            # (RETRY_BACKOFF_MS below).
+            "--retry-max-retries", str(len(RETRY_BACKOFF_MS)),
+            "--retry-initial-backoff-ms", str(RETRY_BACKOFF_MS[0]),
+            "--retry-backoff-multiplier", "1.5", "--retry-max-backoff-ms", "2000",
             "--request-timeout-secs", "300"]  # fmt: skip
+
+
+HEALTH_INTERVAL_S, HEALTH_FAILURES = 2, 3
+# The router's retry delays (100 ms x 1.5 per retry, at most 2 s; +-20% jitter): 8.9 s in all.
+# A killed worker leaves the rotation after HEALTH_FAILURES failed checks HEALTH_INTERVAL_S
+# apart (4-6 s), or once 10 failed requests open its circuit. Until then the cache-aware policy
+# can pick it for every attempt: with the router's default delays (50 ms x 1.5, five retries,
+# 0.66 s) a request sent 1-2 s after the kill failed all six attempts and the provider answered
+# 502 (CI, 2026-12-03: 2 of 6 follow-ups). The delays must outlast the detection.
+RETRY_BACKOFF_MS = [min(2000, round(100 * 1.5**i)) for i in range(10)]
 
 
 @contextmanager

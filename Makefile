@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sglang-mx-setup
-SETUP_INPUTS := pyproject.toml sgl-kernel-rocm/pyproject.toml requirements/cpu-constraints.txt \
+SETUP_INPUTS := pyproject.toml sgl-kernel-rocm/pyproject.toml lab/pyproject.toml requirements/cpu-constraints.txt \
 	requirements/dev.txt scripts/setup.sh
 HOST ?= 127.0.0.1
 PORT ?= 30000
@@ -69,7 +69,7 @@ model-glm5: setup
 	$(BIN)/python scripts/eval_tiny_glm5.py
 
 lint: setup
-	$(BIN)/ruff check python sgl-kernel-rocm benchmark scripts test
+	$(BIN)/ruff check python sgl-kernel-rocm benchmark scripts test lab
 
 # Both wheels into dist/, to add to an SGLang GPU image (docs/install.md).
 wheels: setup

@@ -58,7 +58,7 @@ def bundled_servers(stack: ExitStack, n: int) -> list[str]:
     """`n` SGLang servers of the bundled MXFP4 model with the cache report on, started in
     parallel; they stop when `stack` closes. Returns their URLs."""
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import launch_server
+    from sglang_mx_lab.testing.server import launch_server
 
     cms = [launch_server(bundled_model_path("mxfp4"), extra_args=["--enable-cache-report"])
            for _ in range(n)]  # fmt: skip

@@ -46,8 +46,13 @@ def guard_latency(iters: int) -> dict:
     for n_ids in (16, 512, 4096):
         obj = GenerateReqInput(
             input_ids=list(range(1, n_ids + 1)),
-            sampling_params={"max_new_tokens": 64, "temperature": 0.7, "top_k": 40,
-                             "stop_token_ids": [2, 3], "logit_bias": {"5": 1.0}},  # fmt: skip
+            sampling_params={
+                "max_new_tokens": 64,
+                "temperature": 0.7,
+                "top_k": 40,
+                "stop_token_ids": [2, 3],
+                "logit_bias": {"5": 1.0},
+            },  # fmt: skip
             return_logprob=True,
             top_logprobs_num=5,
         )
@@ -96,9 +101,9 @@ async def _http_guard_latency(iters: int) -> dict:
 def campaign(cases: int, seed: int, guards: bool) -> dict:
     import httpx
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.campaign import Campaign
-    from sglang_mx.testing.hostile import Target
-    from sglang_mx.testing.server import SupervisedServer
+    from sglang_mx_lab.testing.campaign import Campaign
+    from sglang_mx_lab.testing.hostile import Target
+    from sglang_mx_lab.testing.server import SupervisedServer
 
     os.environ["SGLANG_MX_GUARDS"] = "1" if guards else "0"
     server = SupervisedServer(bundled_model_path("mxfp4"), ["--enable-cache-report"], {})
@@ -125,7 +130,7 @@ def campaign(cases: int, seed: int, guards: bool) -> dict:
 
 def restart_after_kill(kills: int) -> list[float]:
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import SupervisedServer
+    from sglang_mx_lab.testing.server import SupervisedServer
 
     server = SupervisedServer(bundled_model_path("mxfp4"), ["--enable-cache-report"], {})
     out = []
@@ -166,9 +171,13 @@ def main() -> int:
             "hardware": hardware(),
             "load_avg_1m": load_avg(),
             "versions": versions(),
-            "config": {"model": "bundled tiny-glm-moe-mxfp4 (vocab 2048, context 8192)",
-                       "cases": args.cases, "seed": args.seed, "latency_iters": args.iters,
-                       "server": "--enable-cache-report, CPU platform"},  # fmt: skip
+            "config": {
+                "model": "bundled tiny-glm-moe-mxfp4 (vocab 2048, context 8192)",
+                "cases": args.cases,
+                "seed": args.seed,
+                "latency_iters": args.iters,
+                "server": "--enable-cache-report, CPU platform",
+            },  # fmt: skip
         },
         "guard_latency": latency,
         "campaigns": runs,

@@ -9,7 +9,8 @@ With `--stream-max-tokens` a streamed answer has as many tokens as the body's `m
 SSE event each, usage at the end), so a load generator's own ceiling can be measured against it
 (`sglang-mx bench calibrate`). `--ttft-s S` and `--itl-s S` pace it: the first token after S
 seconds, each next one S after the last, whatever the load (a server whose true TTFT and ITL are
-known, so two clients' measurements of them can be held to a tight bound: bench/peer.py).
+known, so two clients' measurements of them can be held to a tight bound:
+sglang_mx_lab/peer.py).
 
     python benchmark/null_upstream.py PORT [--stream-max-tokens] [--ttft-s S] [--itl-s S]"""
 
@@ -19,7 +20,7 @@ import asyncio
 import json
 import sys
 
-from sglang_mx.testing.rawhttp import read_request
+from sglang_mx_lab.testing.rawhttp import read_request
 
 MODEL = "null-upstream"
 _COMPLETION = json.dumps(

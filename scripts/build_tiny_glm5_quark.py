@@ -30,7 +30,7 @@ GLM52_EXCLUDE = (
 
 def quantization_config(config: dict, modules: list[str]) -> dict:
     from sglang_mx.quant import quark_layout
-    from sglang_mx.testing.quark_file2file import expand_excludes
+    from sglang_mx_lab.testing.quark_file2file import expand_excludes
 
     qc = quark_layout.quantization_config(config, act_quant="none", layout="full")
     patterns = [p.format(mtp=config["num_hidden_layers"]) for p in GLM52_EXCLUDE]
@@ -49,7 +49,7 @@ def main() -> None:
 
     from safetensors.torch import load_file, save_file
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.quark_file2file import linear_modules, write_checkpoint
+    from sglang_mx_lab.testing.quark_file2file import linear_modules, write_checkpoint
 
     base = args.base or Path(bundled_model_path("glm5-bf16"))
     tensors = {

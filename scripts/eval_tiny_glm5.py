@@ -11,8 +11,8 @@ dequantization of the MXFP4 checkpoint (what the served kernels compute).
 
 from __future__ import annotations
 
-from sglang_mx.testing import dsa_reference as dsa
-from sglang_mx.testing.hf_reference import load_hf_mxfp4, perplexity
+from sglang_mx_lab.testing import dsa_reference as dsa
+from sglang_mx_lab.testing.hf_reference import load_hf_mxfp4, perplexity
 from tiny_common import glm5_eval_parser, glm5_held_out, load_eager, write_record
 
 

@@ -19,8 +19,8 @@ import math
 import time
 
 import torch
-from sglang_mx.testing import dsa_reference as dsa
-from sglang_mx.testing.hf_reference import load_hf_mxfp4, quality_context
+from sglang_mx_lab.testing import dsa_reference as dsa
+from sglang_mx_lab.testing.hf_reference import load_hf_mxfp4, quality_context
 from tiny_common import glm5_eval_parser, glm5_held_out, load_eager, write_record
 
 # The 0-512 band is the trained range (sequences of 128/256/512 tokens); a model that keeps its

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing.corpus import encode_stream, stdlib_files
-from sglang_mx.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity
+from sglang_mx_lab.testing.corpus import encode_stream, stdlib_files
+from sglang_mx_lab.testing.hf_reference import load_hf, load_hf_mxfp4, perplexity
 from tiny_common import eval_parser, write_record
 
 

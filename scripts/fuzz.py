@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sglang_mx.testing.campaign import CampaignResult
+    from sglang_mx_lab.testing.campaign import CampaignResult
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("glm5-default", "glm45-mxfp4")
@@ -31,7 +31,7 @@ MODELS = ("glm5-default", "glm45-mxfp4")
 def server_args(name: str, model_path: str | None) -> tuple[str, list[str]]:
     """(model path, SGLang arguments) for a --models name."""
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import default_serve_args
+    from sglang_mx_lab.testing.server import default_serve_args
 
     if model_path is not None:
         return model_path, ["--enable-cache-report"]
@@ -44,9 +44,9 @@ def fuzz_model(
     name: str, path: str, args: list[str], minutes: float, seed: int, batch: int, out: Path
 ) -> CampaignResult:
     import httpx
-    from sglang_mx.testing.campaign import Campaign, save_regression
-    from sglang_mx.testing.hostile import Target
-    from sglang_mx.testing.server import SupervisedServer
+    from sglang_mx_lab.testing.campaign import Campaign, save_regression
+    from sglang_mx_lab.testing.hostile import Target
+    from sglang_mx_lab.testing.server import SupervisedServer
 
     print(f"fuzz: {name}: {path} {' '.join(args)}, {minutes:g} min", flush=True)
     server = SupervisedServer(path, args, {})

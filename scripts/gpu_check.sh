@@ -51,7 +51,7 @@
 # (the log ends with the failed steps).
 #
 # Python packages: the script uses what the machine has (torch, triton, pytest). Our two
-# packages go on PYTHONPATH (python/, sgl-kernel-rocm/); nothing is pip-installed from a registry
+# packages go on PYTHONPATH (python/, lab/, sgl-kernel-rocm/); nothing is pip-installed from a registry
 # and sglang is never installed or imported. If a package is missing there, prepare wheels here
 # as /work/.library/device/README.md says (the device has Python 3.12, x86-64, no network):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
@@ -140,7 +140,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
         --target /tmp/site .whl/*.whl || echo "WARNING: wheel install failed"
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONPATH="$ROOT/python:$ROOT/sgl-kernel-rocm${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$ROOT/python:$ROOT/lab:$ROOT/sgl-kernel-rocm${PYTHONPATH:+:$PYTHONPATH}"
 
 env_report() {
     if [[ $DRY != 1 ]]; then

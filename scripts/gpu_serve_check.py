@@ -1,5 +1,5 @@
 """The serving check's driver (run by scripts/gpu_serve_check.sh): start `sglang-mx serve`'s
-default model with CUDA graphs on, send the serving probe (sglang_mx.testing.serve_probe),
+default model with CUDA graphs on, send the serving probe (sglang_mx_lab.testing.serve_probe),
 measure decode speed, send the hostile set, then restart with graphs off and measure again;
 write one JSON record. Exit 1 on any failure (the record says which).
 
@@ -85,7 +85,7 @@ def log_facts(log_text: str) -> dict[str, Any]:
 
 def run_server(model: str, args: list[str], what: str, rec: dict[str, Any], fn) -> None:
     """Start a server, run fn(url, handle), stop it; a failure is recorded with the log tail."""
-    from sglang_mx.testing.server import start_server
+    from sglang_mx_lab.testing.server import start_server
 
     t0 = time.monotonic()
     handle = None
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.site:
         write_entry_points(args.site)
 
-    from sglang_mx.testing import serve_probe as probe
-    from sglang_mx.testing.server import default_serve_args
+    from sglang_mx_lab.testing import serve_probe as probe
+    from sglang_mx_lab.testing.server import default_serve_args
     from transformers import AutoTokenizer
 
     dry = args.dry_run

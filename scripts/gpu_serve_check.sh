@@ -40,7 +40,7 @@ extra=()
 
 if [[ $DRY == 1 ]]; then
     BUDGET_S=${GPU_SERVE_BUDGET_S:-1500}
-    export PYTHONPATH="$ROOT/python:$ROOT/sgl-kernel-rocm${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$ROOT/python:$ROOT/lab:$ROOT/sgl-kernel-rocm${PYTHONPATH:+:$PYTHONPATH}"
     extra=(--dry-run)
 else
     BUDGET_S=${GPU_SERVE_BUDGET_S:-330}
@@ -53,7 +53,7 @@ else
     tar -xJf "$ARCHIVE" -C /tmp/site || { echo "could not unpack $ARCHIVE"; exit 1; }
     echo "unpacked $ARCHIVE ($(du -sh /tmp/site | cut -f1)) in $(($(date +%s) - START)) s"
     # Checkout first, carried site next, stand-ins last (only where nothing real is found).
-    export PYTHONPATH="$ROOT/python:$ROOT/sgl-kernel-rocm:/tmp/site:$SHIMS/sgl_kernel_shim:$SHIMS/ipython_shim:$SHIMS/soundfile_shim"
+    export PYTHONPATH="$ROOT/python:$ROOT/lab:$ROOT/sgl-kernel-rocm:/tmp/site:$SHIMS/sgl_kernel_shim:$SHIMS/ipython_shim:$SHIMS/soundfile_shim"
     # fp32 dots in Triton as on the CPU (not TF32): the comparison's bounds are float32 noise.
     export TRITON_F32_DEFAULT=ieee
     # A server not serving after 180 s will not within the budget: fail it, keep the record.

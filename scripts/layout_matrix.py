@@ -1,5 +1,5 @@
-"""Serve every production layout of the suite (sglang_mx.testing.layouts) on this box, plus a TP1
-bf16-KV server for the FP8 KV quality column, and write what was measured:
+"""Serve every production layout of the suite (sglang_mx_lab.testing.layouts) on this box, plus
+a TP1 bf16-KV server for the FP8 KV quality column, and write what was measured:
 docs/results/layout-matrix-cpu.json and the table in docs/layouts.md (between its markers).
 
     .venv/bin/python scripts/layout_matrix.py   # ~10 min on 2 cores
@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_mx.bench.stamp import stamp  # noqa: E402
 from sglang_mx.seam.cpu_binding import BIND_ENV  # noqa: E402
-from sglang_mx.testing import layouts as L  # noqa: E402
-from sglang_mx.testing.server import default_serve_args, start_servers  # noqa: E402
+from sglang_mx_lab.testing import layouts as L  # noqa: E402
+from sglang_mx_lab.testing.server import default_serve_args, start_servers  # noqa: E402
 
 BEGIN, END = "<!-- layout-matrix:begin -->", "<!-- layout-matrix:end -->"
 
@@ -68,7 +68,7 @@ def measure() -> dict:
 
 def _fp8_quality(bf16_url: str, fp8_url: str) -> dict:
     """KL(bf16 KV || FP8 KV) and top-1 agreement of the TP1 servers (testing/kv_quality.py)."""
-    from sglang_mx.testing import kv_quality
+    from sglang_mx_lab.testing import kv_quality
 
     model, _ = default_serve_args()
     rows = kv_quality.kv_quality(bf16_url, fp8_url, kv_quality.prompt_token_ids(model), 2048)

@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", action="append", choices=sorted(VARIANTS))
     p.add_argument("--triton-dir", type=Path, default=None, help="compile with this Triton")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--out", type=Path,
-                   default=ROOT / "docs" / "results" / "moe-predicted-decode.json")
+    p.add_argument(
+        "--out", type=Path, default=ROOT / "docs" / "results" / "moe-predicted-decode.json"
+    )
     args = p.parse_args(argv)
     from sgl_kernel_rocm.compile_check.build import triton_version
     from sgl_kernel_rocm.compile_check.costmodel import model
@@ -100,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         print("| variant | layout | tokens | predicted us | of copy | of datasheet | binds |")
         print("|---|---|---|---|---|---|---|")
         for o in out:
-            print(f"| {o['variant']} | {o['layout']} | {o['tokens']} | {o['us']:.1f} | "
-                  f"{o['frac_copy']:.0%} | {o['frac_datasheet']:.0%} | {'; '.join(o['bound'])} |")
+            print(
+                f"| {o['variant']} | {o['layout']} | {o['tokens']} | {o['us']:.1f} | "
+                f"{o['frac_copy']:.0%} | {o['frac_datasheet']:.0%} | {'; '.join(o['bound'])} |"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"\nwrote {args.out}")

@@ -14,7 +14,7 @@ $PIP install --no-deps "sglang==0.5.23"
 $PIP install -r requirements/cpu-constraints.txt -r requirements/dev.txt
 # Editable installs build in this venv (no isolation), so its setuptools must be there.
 $PIP install "setuptools>=68"
-$PIP install --no-deps --no-build-isolation -e ./sgl-kernel-rocm -e .
+$PIP install --no-deps --no-build-isolation -e ./sgl-kernel-rocm -e . -e ./lab
 # CPU stand-ins for torchvision/sgl_kernel, venv-wide and only where the real package is missing,
 # so SGLang's own entry points (benchmark.serving, bench_one_batch_server, ...) import here.
 "$VENV/bin/python" -m sglang_mx.seam.venv_shims

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.bench.stamp import stamp
-from sglang_mx.testing.corpus import CORPUS_BYTES, encode_stream, stdlib_files
+from sglang_mx_lab.testing.corpus import CORPUS_BYTES, encode_stream, stdlib_files
 
 
 def shared_config(vocab_size: int, eos_id: int, max_positions: int) -> dict:

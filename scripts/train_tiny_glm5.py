@@ -41,9 +41,9 @@ import time
 from pathlib import Path
 
 import torch
-from sglang_mx.testing import dsa_reference as dsa
-from sglang_mx.testing.corpus import encode_stream, stdlib_files
-from sglang_mx.testing.hf_reference import perplexity
+from sglang_mx_lab.testing import dsa_reference as dsa
+from sglang_mx_lab.testing.corpus import encode_stream, stdlib_files
+from sglang_mx_lab.testing.hf_reference import perplexity
 from tiny_common import shared_config, train_parser
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")

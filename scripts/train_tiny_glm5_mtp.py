@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from sglang_mx.testing.corpus import encode_stream, stdlib_files
+from sglang_mx_lab.testing.corpus import encode_stream, stdlib_files
 
 SPEC = ("eh_proj", "enorm", "hnorm", "shared_head.norm")
 
@@ -135,7 +135,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.hf_reference import load_hf
+    from sglang_mx_lab.testing.hf_reference import load_hf
     from transformers import AutoTokenizer
 
     torch.manual_seed(args.seed)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import torch
-from sglang_mx.testing.corpus import encode_stream, stdlib_files
+from sglang_mx_lab.testing.corpus import encode_stream, stdlib_files
 from tiny_common import shared_config, train_parser
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>"]

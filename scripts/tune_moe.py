@@ -37,6 +37,7 @@ from sgl_kernel_rocm.compile_check.static_tune import MOE_BUCKETS as BUCKETS
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "sgl-kernel-rocm" / "sgl_kernel_rocm" / "configs" / "moe_mxfp4"
 
+
 def dump_table(table: dict) -> str:
     """JSON with one line per bucket, so a diff shows which configs a tuning run changed."""
     lines = ["{"]

@@ -150,7 +150,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def _session_server(model, args):
-    from sglang_mx.testing.server import start_server
+    from sglang_mx_lab.testing.server import start_server
 
     handle = start_server(model, args)
     try:
@@ -180,7 +180,7 @@ def mxfp4_server(mxfp4_server_handle):
 def default_server_handle():
     """One real SGLang server on what `sglang-mx serve` serves by default (the bundled GLM-5
     MXFP4 model: mx_dsa attention, MLA + DSA, page 64, chunked prefill), shared by the session."""
-    from sglang_mx.testing.server import default_serve_args
+    from sglang_mx_lab.testing.server import default_serve_args
 
     yield from _session_server(*default_serve_args())
 
@@ -190,7 +190,7 @@ def mtp_server_handle():
     """`sglang-mx serve --mtp`: the default model with its NextN layer as SGLang's EAGLE draft
     (target verify and draft extend through mx_dsa), shared by the session."""
     from sglang_mx.cli.serve import MTP_ARGS
-    from sglang_mx.testing.server import default_serve_args
+    from sglang_mx_lab.testing.server import default_serve_args
 
     model, args = default_serve_args()
     yield from _session_server(model, [*args, *MTP_ARGS])

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"sglang_mx": ROOT / "python", "sgl_kernel_rocm": ROOT / "sgl-kernel-rocm"}
+PACKAGES = {
+    "sglang_mx": ROOT / "python",
+    "sgl_kernel_rocm": ROOT / "sgl-kernel-rocm",
+    "sglang_mx_lab": ROOT / "lab",
+}
+PRODUCT = ("sglang_mx", "sgl_kernel_rocm")  # what serving nodes install; the lab sits above it
 
 
 def modules(package: str) -> dict[str, Path]:
@@ -155,3 +160,33 @@ def test_the_checker_sees_a_planted_circle(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match="planted.sub.x -> planted"):
         (pkg / "sub" / "x.py").write_text("import planted\n")
         test_no_import_climbs_back_up("planted")
+
+
+def lab_imports(package: str) -> list[str]:
+    """`module -> sglang_mx_lab...` for each import of the lab in a product package."""
+    own = modules(package)
+    graph = import_graph({**modules("sglang_mx_lab"), **own})
+    return sorted(
+        f"{mod} -> {target}"
+        for mod in own
+        for target in graph.get(mod, ())
+        if target.split(".")[0] == "sglang_mx_lab"
+    )
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_the_product_never_imports_the_lab(package):
+    """Issue 43: test support and the planner's validation lab live in sglang_mx_lab (lab/); no
+    module of a product package imports it, lazily or not."""
+    found = lab_imports(package)
+    assert not found, "product modules importing the lab:\n  " + "\n  ".join(found)
+
+
+def test_the_lab_check_sees_a_planted_import(tmp_path, monkeypatch):
+    pkg = tmp_path / "planted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ok.py").write_text("import sglang_mx.plan\n")
+    (pkg / "bad.py").write_text("def f():\n    from sglang_mx_lab.testing import server\n")
+    monkeypatch.setitem(PACKAGES, "planted", tmp_path)
+    assert lab_imports("planted") == ["planted.bad -> sglang_mx_lab.testing.server"]

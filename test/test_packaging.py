@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,25 @@ def _snapshot(python: Path) -> dict:
     return json.loads(_run([python, "-c", SNAPSHOT, *IMAGE_PACKAGES], timeout=300).stdout)
 
 
+LAB_IMPORT = re.compile(rb"^\s*(from|import)\s+sglang_mx_lab\b", re.M)
+
+
+def wheel_problems(dist: Path) -> list[str]:
+    """What a serving node must not get: test support, the planner's validation lab, the
+    compile gate, or any module that imports the lab (issue 43)."""
+    problems = []
+    for whl in sorted(dist.glob("*.whl")):
+        with zipfile.ZipFile(whl) as z:
+            for name in z.namelist():
+                if name.startswith(("sglang_mx_lab/", "sglang_mx/testing/")):
+                    problems.append(f"{whl.name}: test support {name}")
+                elif name.startswith("sgl_kernel_rocm/compile_check/"):
+                    problems.append(f"{whl.name}: compile gate {name}")
+                elif name.endswith(".py") and LAB_IMPORT.search(z.read(name)):
+                    problems.append(f"{whl.name}: {name} imports sglang_mx_lab")
+    return problems
+
+
 def test_wheels_install_with_extras_into_an_sglang_image(tmp_path: Path) -> None:
     t0 = time.monotonic()
     src, dist, venv = tmp_path / "src", tmp_path / "dist", tmp_path / "venv"
@@ -95,6 +116,7 @@ def test_wheels_install_with_extras_into_an_sglang_image(tmp_path: Path) -> None
     _run([*pip_wheel, "--no-index", "-w", dist, src / "sgl-kernel-rocm", src], timeout=300)
     wheels = sorted(p.name for p in dist.glob("*.whl"))
     assert [w.split("-")[0] for w in wheels] == ["sgl_kernel_rocm", "sglang_mx"], wheels
+    assert wheel_problems(dist) == []
     built = time.monotonic()
 
     # No pip/setuptools of its own: an image's (the overlay's) are the ones in use, as there.
@@ -149,3 +171,20 @@ def test_wheels_install_with_extras_into_an_sglang_image(tmp_path: Path) -> None
     assert info["kernels"]["MoE router (sigmoid + bias top-k)"].startswith("SGLang TopK.forward")
     rest = time.monotonic() - built
     print(f"wheels built in {built - t0:.1f} s, venv + install + checks {rest:.1f} s")
+
+
+def test_wheel_check_sees_planted_lab_files(tmp_path: Path) -> None:
+    """wheel_problems flags each thing it exists for, in a wheel built to hold them."""
+    with zipfile.ZipFile(tmp_path / "sglang_mx-0-py3-none-any.whl", "w") as z:
+        z.writestr("sglang_mx/plugin.py", "import torch\n")
+        z.writestr("sglang_mx/testing/server.py", "x = 1\n")
+        z.writestr(
+            "sglang_mx/plan/cli.py", "def f():\n    from sglang_mx_lab.planner import knee\n"
+        )
+        z.writestr("sgl_kernel_rocm/compile_check/gate.py", "x = 1\n")
+    found = wheel_problems(tmp_path)
+    assert [p.split(": ")[1].split(" ")[0] for p in found] == [
+        "test",
+        "sglang_mx/plan/cli.py",
+        "compile",
+    ]

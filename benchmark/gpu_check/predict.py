@@ -156,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", default="sm90")
     default = next((d for d in (REPO / ".triton" / "3.6.0", Path("/work/main/.triton/3.6.0"))
                     if d.exists()), None)  # fmt: skip
-    p.add_argument("--triton-dir", type=Path, default=default,
-                   help="compile with this Triton (default .triton/3.6.0: the H200's version)")
+    p.add_argument(
+        "--triton-dir",
+        type=Path,
+        default=default,
+        help="compile with this Triton (default .triton/3.6.0: the H200's version)",
+    )
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))
     if args.write:

@@ -62,8 +62,12 @@ def candidates(tokens: int) -> list[dict[str, int]]:
 
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", action="store_true", help="paths x layout, shipped configs")
-    p.add_argument("--points", type=int, default=len(POINTS),
-                   help="time only the first N (layout, tokens) points of the priority order")
+    p.add_argument(
+        "--points",
+        type=int,
+        default=len(POINTS),
+        help="time only the first N (layout, tokens) points of the priority order",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -144,9 +144,7 @@ def measure(layout: str, tokens: int, iters: int) -> dict:
             call()
             times.append(time.perf_counter() - t0)
     finally:
-        _kernels.gate_up_swiglu_kernel, _kernels.down_kernel, _align_kernel.moe_align_kernel = (
-            saved
-        )
+        _kernels.gate_up_swiglu_kernel, _kernels.down_kernel, _align_kernel.moe_align_kernel = saved
         triton_moe._EXACT_ALIGN_ON_CPU = exact
     # What the torch alignment (the path before, and still the reference) costs at this size.
     with OpCounter() as old_align:
@@ -181,11 +179,18 @@ def main() -> None:
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "hardware": f"{os.cpu_count()}-core {platform.machine()} CPU, no GPU (host work only)",
         "load_avg_1m": round(os.getloadavg()[0], 1),
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "triton": triton.__version__},  # fmt: skip
-        "config": {"top_k": TOP_K, "launch_config": CONFIG, "layouts": LAYOUTS,
-                   "activations": "bf16, W4A16, unpack path, shared_output given",
-                   "iters": args.iters},  # fmt: skip
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+        },  # fmt: skip
+        "config": {
+            "top_k": TOP_K,
+            "launch_config": CONFIG,
+            "layouts": LAYOUTS,
+            "activations": "bf16, W4A16, unpack path, shared_output given",
+            "iters": args.iters,
+        },  # fmt: skip
         "method": __doc__.split("\n\n")[1].replace("\n", " "),
     }
     args.out.mkdir(parents=True, exist_ok=True)

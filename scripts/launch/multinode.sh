@@ -22,7 +22,7 @@ case "$RANK" in
   ''|*[!0-9]*) echo "node rank must be a number in 0..$((NNODES - 1)), got '$RANK'" >&2; exit 2;;
 esac
 [ "$RANK" -lt "$NNODES" ] || { echo "node rank $RANK is not below NNODES=$NNODES" >&2; exit 2; }
-MODEL=${MODEL:-$($PY -c 'import sglang_mx.testing.server as s; print(s.default_serve_args()[0])')}
+MODEL=${MODEL:-$($PY -c 'import sglang_mx_lab.testing.server as s; print(s.default_serve_args()[0])')}
 exec $PY -m sglang_mx.cli.main serve --model-path "$MODEL" \
   --host "${HOST:-127.0.0.1}" --port "${PORT:-30000}" \
   --tp "$TP" --nnodes "$NNODES" --node-rank "$RANK" --dist-init-addr "$DIST_ADDR" "$@"

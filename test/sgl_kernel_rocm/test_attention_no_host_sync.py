@@ -1,6 +1,6 @@
 """The decode wrappers read no device value on the host (no .item()/int()/bool()/.tolist() of a
 tensor): a host sync per layer on a GPU, and something a CUDA graph cannot capture. Every call
-runs inside sglang_mx.testing.host_sync.forbid_host_sync (Triton interpreter, small shapes) and
+runs inside sglang_mx_lab.testing.host_sync.forbid_host_sync (Triton interpreter, small shapes) and
 its result is checked against the reference, so the kernels really ran."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sgl_kernel_rocm.attention import (
     mla_decode,
     mla_decode_ref,
 )
-from sglang_mx.testing.host_sync import HostSyncError, forbid_host_sync
+from sglang_mx_lab.testing.host_sync import HostSyncError, forbid_host_sync
 
 LENS = [5, 70]
 

@@ -51,8 +51,10 @@ def _rows(data, scales):
     return rows + [{"case": "check_moe:x", "kind": "check_moe", "status": "ok"}]
 
 
-@pytest.mark.parametrize(("scales", "median", "within"),
-                         [((1.2,) * 6, 0.2, True), ((0.5, 2.0, 2.0, 2.0, 2.0, 2.0), 1.0, False)])
+@pytest.mark.parametrize(
+    ("scales", "median", "within"),
+    [((1.2,) * 6, 0.2, True), ((0.5, 2.0, 2.0, 2.0, 2.0, 2.0), 1.0, False)],
+)
 def test_measured_over_predicted_and_its_median(data, scales, median, within):
     rows = _rows(data, scales)
     summary = PR.compare(rows, "sm90")

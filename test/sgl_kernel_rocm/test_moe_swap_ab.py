@@ -37,8 +37,13 @@ def _inputs(dtype):
         ("dot_scaled", "mxfp4", {}, False),
         ("unpack", "mxfp4", {"SPLIT_K_DOWN": 2}, True),
     ],
-    ids=["unpack-words", "unpack-ptx-order-split2x2-worst_grid", "dot_scaled-a16-split3",
-         "dot_scaled-a4-worst_grid", "unpack-a4-splitdown2"],  # fmt: skip
+    ids=[
+        "unpack-words",
+        "unpack-ptx-order-split2x2-worst_grid",
+        "dot_scaled-a16-split3",
+        "dot_scaled-a4-worst_grid",
+        "unpack-a4-splitdown2",
+    ],  # fmt: skip
 )
 def test_swap_ab_matches_reference(monkeypatch, path, act_quant, extra, exact_align):
     poison_buffers(monkeypatch)
@@ -50,7 +55,9 @@ def test_swap_ab_matches_reference(monkeypatch, path, act_quant, extra, exact_al
                           config=SWAP | extra, shared_output=shared)  # fmt: skip
     # Both GEMMs ran swapped (an unswapped launch would match the reference as well).
     assert {k: v["SWAP_AB"] for k, v in launched.items()} == {
-        "gate_up_swiglu_kernel": True, "down_kernel": True}
+        "gate_up_swiglu_kernel": True,
+        "down_kernel": True,
+    }
     ref = fused_moe_mxfp4(x, w, tw, ti, backend="torch", act_quant=act_quant,
                           shared_output=shared)  # fmt: skip
     assert_moe_close(out, ref, shared, TOP_K)

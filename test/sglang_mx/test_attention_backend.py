@@ -135,7 +135,7 @@ def _close(out: torch.Tensor, ref: torch.Tensor) -> None:
 
 @pytest.mark.parametrize("window", [-1, 7])
 def test_decode_matches_torch_native_without_host_sync(sglang_ready, window):
-    from sglang_mx.testing.host_sync import forbid_host_sync
+    from sglang_mx_lab.testing.host_sync import forbid_host_sync
 
     st = _Setup(window)
     ref, ref_pool = st.reference()
@@ -172,7 +172,7 @@ def test_cuda_graph_buffers_and_launch_shape_are_fixed_across_replays(sglang_rea
     launch grid, read no device value on the host, and match torch_native on the real rows."""
     import importlib
 
-    from sglang_mx.testing.host_sync import forbid_host_sync
+    from sglang_mx_lab.testing.host_sync import forbid_host_sync
 
     gqa_file = importlib.import_module("sgl_kernel_rocm.attention.gqa_decode")
     spy = _GridSpy(gqa_file._gqa_decode_split_kernel)
@@ -222,7 +222,7 @@ PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "def fibonacci(n):"]
 
 
 def _greedy_tokens(base_url: str) -> list[list[int]]:
-    from sglang_mx.testing.served_distribution import greedy_generate
+    from sglang_mx_lab.testing.served_distribution import greedy_generate
 
     outs = []
     for prompt in PROMPTS:
@@ -249,13 +249,13 @@ def _foundation_ready() -> bool:
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(
     not _foundation_ready(),
-    reason="needs sglang_mx.testing.server and the built bf16 bundled model (make model)",
+    reason="needs sglang_mx_lab.testing.server and the built bf16 bundled model (make model)",
 )
 def test_live_server_greedy_tokens_match_torch_native():
     from concurrent.futures import ThreadPoolExecutor
 
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import start_servers
+    from sglang_mx_lab.testing.server import start_servers
 
     model = str(bundled_model_path("bf16"))
     # Triton kernels run through the interpreter in the server's scheduler process on CPU.

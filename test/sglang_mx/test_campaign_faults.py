@@ -1,5 +1,5 @@
 """The hostile campaign's negative control: its failure detection, shrinking and saving, run
-against a fake worker with planted faults (real HTTP on loopback, sglang_mx.testing.fake_worker)
+against a fake worker with planted faults (real HTTP on loopback, sglang_mx_lab.testing.fake_worker)
 -- a 500, a traceback, a dropped connection, a hang, a worker that stops generating. Each must be
 reported as its own failure, shrunk to the one field that triggers it and saved as a case that
 replays; a worker without faults must pass the same campaign; the liveness probe must count the
@@ -12,15 +12,15 @@ import time
 
 import httpx
 import pytest
-from sglang_mx.testing.campaign import (
+from sglang_mx_lab.testing.campaign import (
     Campaign,
     _shrink_candidates,
     for_each_hostile,
     save_regression,
 )
-from sglang_mx.testing.fake_worker import DEATH, FAULTS, FakeWorker
-from sglang_mx.testing.hostile import PROVIDER_ROUTES, HostileRequest, Target, attack
-from sglang_mx.testing.liveness import generates
+from sglang_mx_lab.testing.fake_worker import DEATH, FAULTS, FakeWorker
+from sglang_mx_lab.testing.hostile import PROVIDER_ROUTES, HostileRequest, Target, attack
+from sglang_mx_lab.testing.liveness import generates
 
 MODEL = "fake-model"
 TARGET = Target(MODEL, vocab_size=100, context_length=64)

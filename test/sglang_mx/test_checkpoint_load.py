@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing.server import WORKER_START_LINES, start_server
+from sglang_mx_lab.testing.server import WORKER_START_LINES, start_server
 
 pytestmark = pytest.mark.server
 

@@ -15,7 +15,7 @@ import pytest
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx.bench.limits import fetch_limits
-from sglang_mx.testing.corpus import held_out_ids as corpus_ids
+from sglang_mx_lab.testing.corpus import held_out_ids as corpus_ids
 
 pytestmark = pytest.mark.server
 

@@ -320,7 +320,7 @@ def test_graph_path_reads_no_device_value_on_the_host(pool, monkeypatch):
     """The replay prep (out_graph) and everything a graph records (in_graph, index-key store,
     indexer top-k, KV write, sparse decode) run with host syncs forbidden; so does the eager
     kernel decode, which may read only SGLang's host-side seq_lens_cpu."""
-    from sglang_mx.testing.host_sync import HostSyncError, forbid_host_sync
+    from sglang_mx_lab.testing.host_sync import HostSyncError, forbid_host_sync
 
     scene = Scene(pool, seed=4)
     run = GraphRun(scene, scene.backend(False, monkeypatch))

@@ -31,11 +31,11 @@ import httpx
 import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
-from sglang_mx.testing.hf_reference import greedy, load_hf, token_logprobs
-from sglang_mx.testing.serve_probe import CHUNK, SHORT_PROMPTS, long_ids
-from sglang_mx.testing.served_distribution import greedy_generate
-from sglang_mx.testing.server import start_server
+from sglang_mx_lab.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
+from sglang_mx_lab.testing.hf_reference import greedy, load_hf, token_logprobs
+from sglang_mx_lab.testing.serve_probe import CHUNK, SHORT_PROMPTS, long_ids
+from sglang_mx_lab.testing.served_distribution import greedy_generate
+from sglang_mx_lab.testing.server import start_server
 
 pytestmark = pytest.mark.server
 

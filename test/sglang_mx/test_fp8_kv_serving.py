@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 
 import pytest
-from sglang_mx.testing import kv_quality
+from sglang_mx_lab.testing import kv_quality
 
 pytestmark = pytest.mark.server
 VOCAB = 2048  # both tiny models
@@ -61,7 +61,7 @@ def servers():
     (the GLM-5 bf16 server, and an FP8 one whose reads carry the planted group scale): the five
     servers started side by side (cold starts overlap; a longer start budget on 2 cores)."""
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import default_serve_args, start_servers
+    from sglang_mx_lab.testing.server import default_serve_args, start_servers
 
     glm5, args5 = default_serve_args()
     glm45, args45 = str(bundled_model_path("mxfp4")), ["--attention-backend", "mx_triton"]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing.server import default_serve_args
+from sglang_mx_lab.testing.server import default_serve_args
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz.py"
 

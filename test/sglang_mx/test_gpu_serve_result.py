@@ -1,6 +1,6 @@
 """The GPU serving check's record (scripts/gpu_serve_check.sh) against the CPU server on the same
 prompts: greedy tokens equal, or first different only at a CPU near-tie, log-probs within
-float32 noise (bounds derived in sglang_mx.testing.serve_compare).
+float32 noise (bounds derived in sglang_mx_lab.testing.serve_compare).
 
 - docs/results/gpu-serve-sm90.json (an H200 run), whenever it is committed: compared with a live
   CPU server started with the record's own model and arguments, and its checks must all hold.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing import serve_probe
-from sglang_mx.testing.serve_compare import compare, compare_answer, float32_tol
-from sglang_mx.testing.server import start_server
+from sglang_mx_lab.testing import serve_probe
+from sglang_mx_lab.testing.serve_compare import compare, compare_answer, float32_tol
+from sglang_mx_lab.testing.server import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
@@ -55,8 +55,8 @@ def tolerances(rec: dict) -> tuple[float, float]:
 
 def _derive_tolerances(rec: dict) -> tuple[float, float]:
     import torch
-    from sglang_mx.testing.dsa_selection import fp8_index_keys
-    from sglang_mx.testing.hf_reference import load_hf, token_logprobs
+    from sglang_mx_lab.testing.dsa_selection import fp8_index_keys
+    from sglang_mx_lab.testing.hf_reference import load_hf, token_logprobs
 
     config = json.loads((Path(bundled_model_path(rec["model"])) / "config.json").read_text())
     tol = float32_tol(config["num_hidden_layers"])

@@ -8,7 +8,7 @@ fuzz` has saved (test/sglang_mx/fuzz_regressions/*.json), each against both sess
 - the same with MTP (`sglang-mx serve --mtp`: SGLang's EAGLE over its NextN layer).
 
 No answer may be a 5xx or carry a traceback, and after each request the server must still
-generate exactly one token for a 1-token request (sglang_mx.testing.liveness). That the
+generate exactly one token for a 1-token request (sglang_mx_lab.testing.liveness). That the
 detection itself can fail is tested against planted faults in test_campaign_faults.py."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sglang_mx.testing.campaign import for_each_hostile
-from sglang_mx.testing.hostile import SGLANG_ROUTES, HostileRequest, Target, attack
+from sglang_mx_lab.testing.campaign import for_each_hostile
+from sglang_mx_lab.testing.hostile import SGLANG_ROUTES, HostileRequest, Target, attack
 
 pytestmark = [pytest.mark.server, pytest.mark.session_servers]
 

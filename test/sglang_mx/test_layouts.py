@@ -1,4 +1,4 @@
-"""The production layouts at two ranks on the CPU box (sglang_mx.testing.layouts): each launch
+"""The production layouts at two ranks on the CPU box (sglang_mx_lab.testing.layouts): each launch
 recipe's flag set (recipes/mi355x.json, scaled by recipes.cpu_args: TP4/EP4 + EAGLE 5/1/6,
 TP8 + EAGLE 5/1/6, TP8/DP8-attention/EP8 + MTP 1/1/2, all with FP8 KV and the glm47/glm45
 parsers) and SGLang's own EAGLE default, through mx_dsa on the default tiny GLM-5 in float32.
@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 from sglang_mx.seam.cpu_binding import BIND_ENV
-from sglang_mx.testing import layouts as L
+from sglang_mx_lab.testing import layouts as L
 
 pytestmark = pytest.mark.server
 
@@ -28,7 +28,7 @@ CAMPAIGN_SEED, CAMPAIGN_S, MIN_CASES = 20261201, 15.0, 20
 def servers():
     import os
 
-    from sglang_mx.testing.server import default_serve_args, start_servers
+    from sglang_mx_lab.testing.server import default_serve_args, start_servers
 
     model, base = default_serve_args()
     env = {k: v for k, v in os.environ.items() if k != BIND_ENV}  # binding is serve's job
@@ -88,8 +88,8 @@ def test_multi_step_drafts_are_accepted_beyond_the_first(served):
 
 
 def test_hostile_campaign_against_dp_attention_fp8_eagle(servers):
-    from sglang_mx.testing.campaign import for_each_hostile
-    from sglang_mx.testing.hostile import SGLANG_ROUTES, Target, attack
+    from sglang_mx_lab.testing.campaign import for_each_hostile
+    from sglang_mx_lab.testing.hostile import SGLANG_ROUTES, Target, attack
 
     url = servers["recipe:mi355x-tp8-dpattn"].base_url
     served = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]

@@ -3,7 +3,7 @@
 The real MoE blocks (`Glm4MoeSparseMoeBlock` for GLM-4.5, `DeepseekV2MoE` for GLM-5's
 `GlmMoeDsaForCausalLM`) are built in this process with our MXFP4 quantization config, with the
 CPU / CUDA / ROCm / ROCm + aiter branch selected by SGLang's own module flags
-(`sglang_mx.testing.platform_branches` names the GPU kernels standing in). Each is compared
+(`sglang_mx_lab.testing.platform_branches` names the GPU kernels standing in). Each is compared
 with a torch reference: shared(x) + f * sum_k w_k expert_k(x), f = 2.5 as in GLM-5.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from sglang_mx.testing.platform_branches import BRANCHES, select_branch
+from sglang_mx_lab.testing.platform_branches import BRANCHES, select_branch
 
 FACTOR = 2.5
 HIDDEN, INTER, EXPERTS, TOPK = 256, 128, 16, 4

@@ -78,7 +78,7 @@ def mxfp4_eh_proj_server(tmp_path_factory):
     from sgl_kernel_rocm.mx import quantize_mxfp4
     from sglang_mx.assets import bundled_model_path
     from sglang_mx.cli.serve import MTP_ARGS
-    from sglang_mx.testing.server import start_server
+    from sglang_mx_lab.testing.server import start_server
 
     src = bundled_model_path("glm5-quark")
     dst = tmp_path_factory.mktemp("glm5-eh-proj") / "ckpt"

@@ -11,8 +11,8 @@ import time
 
 import pytest
 from sglang_mx.seam.cpu_binding import BIND_ENV
-from sglang_mx.testing import layouts as L
-from sglang_mx.testing.server import (
+from sglang_mx_lab.testing import layouts as L
+from sglang_mx_lab.testing.server import (
     default_serve_args,
     free_port,
     spawn_server,

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from sglang_mx.testing.pin_cores import allowed_cores, pin_server, server_processes
+from sglang_mx_lab.testing.pin_cores import allowed_cores, pin_server, server_processes
 
 # a parent with a second thread and a child process, argv carrying the server's flags
 SCRIPT = (

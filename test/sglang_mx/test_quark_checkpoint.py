@@ -23,14 +23,14 @@ import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.cli.main import main
-from sglang_mx.testing.hf_reference import load_hf
-from sglang_mx.testing.served_distribution import (
+from sglang_mx_lab.testing.hf_reference import load_hf
+from sglang_mx_lab.testing.served_distribution import (
     check_mxfp4_log,
     held_out_prompt_ids,
     reference_logprobs,
     served_kl_top1,
 )
-from sglang_mx.testing.server import start_servers
+from sglang_mx_lab.testing.server import start_servers
 
 pytestmark = [pytest.mark.server, pytest.mark.session_servers]
 

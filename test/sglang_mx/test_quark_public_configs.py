@@ -22,7 +22,7 @@ import pytest
 from safetensors import safe_open
 from sglang_mx.assets import bundled_model_path
 from sglang_mx.quant.checkpoint import CheckpointError, validate_checkpoint
-from sglang_mx.testing.quark_file2file import (
+from sglang_mx_lab.testing.quark_file2file import (
     expand_excludes,
     linear_modules,
     tiny_glm5_with_mtp,

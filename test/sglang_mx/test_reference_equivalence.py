@@ -12,9 +12,9 @@ import httpx
 import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing.hf_reference import greedy, load_hf, load_hf_mxfp4, token_logprobs
-from sglang_mx.testing.served_distribution import HELD_OUT_TEXT
-from sglang_mx.testing.server import start_server
+from sglang_mx_lab.testing.hf_reference import greedy, load_hf, load_hf_mxfp4, token_logprobs
+from sglang_mx_lab.testing.served_distribution import HELD_OUT_TEXT
+from sglang_mx_lab.testing.server import start_server
 
 pytestmark = pytest.mark.server
 

@@ -124,7 +124,7 @@ def test_worker_start_lines_are_ones_sglang_prints(mxfp4_server_handle):
     """The lines test_checkpoint_load's truncated-checkpoint test looks for are in the installed
     SGLang's source and in a healthy server's log: a renamed line would make that check hollow."""
     import sglang
-    from sglang_mx.testing.server import WORKER_START_LINES
+    from sglang_mx_lab.testing.server import WORKER_START_LINES
 
     src = Path(sglang.__file__).parent / "srt"
     files = {"distributed/bootstrap.py", "model_executor/model_runner.py"}

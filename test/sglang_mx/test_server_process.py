@@ -1,4 +1,4 @@
-"""ServerProcess.stop (sglang_mx.testing.server): SIGTERM to the server's process group, SIGKILL
+"""ServerProcess.stop (sglang_mx_lab.testing.server): SIGTERM to the server's process group, SIGKILL
 after the timeout; with wait=False the caller does not sit through the shutdown (SGLang takes
 about 5 s even idle), and the process is still reaped. A plain Python child stands in for the
 server: what is tested is the signalling, not SGLang."""
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_mx.testing.server import ServerProcess
+from sglang_mx_lab.testing.server import ServerProcess
 
 # Drains for a second on SIGTERM, as SGLang does (longer), then exits 0.
 DRAINS = (

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing import dsa_reference as dsa
-from sglang_mx.testing.corpus import held_out_ids
-from sglang_mx.testing.hf_reference import perplexity
+from sglang_mx_lab.testing import dsa_reference as dsa
+from sglang_mx_lab.testing.corpus import held_out_ids
+from sglang_mx_lab.testing.hf_reference import perplexity
 
 BF16 = Path(bundled_model_path("glm5-bf16"))
 MXFP4 = Path(bundled_model_path("glm5-mxfp4"))

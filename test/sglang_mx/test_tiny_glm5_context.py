@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.testing.hf_reference import quality_context
+from sglang_mx_lab.testing.hf_reference import quality_context
 
 ROOT = Path(__file__).parents[2]
 RECORD = ROOT / "docs/results/tiny_glm5_ppl_by_position.json"
@@ -72,7 +72,7 @@ def test_indexer_keeps_most_dense_mass_inside_the_context(record):
 def test_current_weights_match_the_record(record):
     """bf16, indexer active, first held-out window: the first band's perplexity agrees with the
     record's (a 4-window mean) and the band after the advertised context loses quality."""
-    from sglang_mx.testing.corpus import held_out_ids
+    from sglang_mx_lab.testing.corpus import held_out_ids
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = bundled_model_path("glm5-bf16")

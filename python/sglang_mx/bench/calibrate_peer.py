@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sglang_mx.bench import calibrate
 from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.peer import read_sglang_result, sglang_bench_command, sglang_env
+from sglang_mx.bench.sglang_bench import read_sglang_result, sglang_bench_command, sglang_env
 
 MIN_REQUESTS = 400
 STEP_TIMEOUT_S = 600.0
@@ -27,8 +27,8 @@ def sglang_step(
     url: str, tokenizer_dir: str, rate: float, output_len: int, workdir: Path, step_s: float
 ) -> dict:
     """One of SGLang's client's steps: `rate` req/s (Poisson) of PROMPT_LEN in / output_len out."""
-    from sglang_mx.bench.peer import write_dataset
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
+    from sglang_mx.bench.sglang_bench import write_dataset
 
     n = max(MIN_REQUESTS, int(rate * step_s))
     dataset = workdir / "calibrate-prompts.json"

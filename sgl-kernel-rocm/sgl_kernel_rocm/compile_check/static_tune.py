@@ -343,8 +343,12 @@ def _attn_launch(op: str, arch: str, case: C.Case, cfg: dict) -> model.Launch:
                             case.stream_bytes_per_iter)  # fmt: skip
     splits = plan_splits(plan, ATTN_BATCH, ATTN_CTX)  # GQA: one KV head per rank under TP8
     per_split = -(-ATTN_CTX // splits)
-    return model.Launch(ATTN_BATCH * splits, -(-per_split // bn),
-                        ATTN_BATCH * ATTN_CTX * bytes_per_token, case.stream_bytes_per_iter)
+    return model.Launch(
+        ATTN_BATCH * splits,
+        -(-per_split // bn),
+        ATTN_BATCH * ATTN_CTX * bytes_per_token,
+        case.stream_bytes_per_iter,
+    )
 
 
 def attention_cost(op: str, arch: str, scores: dict) -> Callable[[dict], float]:
@@ -409,7 +413,6 @@ def attention_table(
             sub = {n: [c for c in cs if c.label.startswith(f"kv{kv}:h{heads}_")]
                    for n, cs in groups.items()}  # fmt: skip
             sub_scores = evaluate(sub, jobs, progress)
-            cfg = _pick_passing(arch, cands, sub, sub_scores, also, jobs, f"{op} h{heads} {kv}",
-                                op)
+            cfg = _pick_passing(arch, cands, sub, sub_scores, also, jobs, f"{op} h{heads} {kv}", op)
             table[f"h{heads}_d576_kv{tag}"] = _buckets(op, arch, cfg)
     return table

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-from sglang_mx.testing.server import free_port
+from sglang_mx_lab.testing.server import free_port
 
 NULL = Path(__file__).parents[3] / "benchmark" / "null_upstream.py"
 

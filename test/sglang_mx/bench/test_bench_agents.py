@@ -8,7 +8,7 @@ from sglang_mx.bench.agents.common import compare_reuse, to_trace
 from sglang_mx.bench.agents.multiturn_chat import chat
 from sglang_mx.bench.agents.review_forkjoin import review
 from sglang_mx.bench.agents.tool_agent import tool_agent
-from sglang_mx.testing.inprocess import serve_in_thread
+from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 PROGRAMS = {"tool_agent": tool_agent, "review": review, "chat": chat}
 

@@ -15,7 +15,7 @@ from sglang_mx.bench.promscrape import COUNTERS, parse, pick
 from sglang_mx.bench.runner import RunConfig, run_trace, run_trace_async
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import get_preset
-from sglang_mx.testing.inprocess import serve_in_thread
+from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 SPEC = get_preset("cpu-2k-32-60").with_overrides(
     num_requests=8, arrival="concurrency", concurrency=4, input_len=None, output_len=None

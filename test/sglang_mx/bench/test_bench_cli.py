@@ -8,7 +8,7 @@ import json
 from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx.bench import roofline_cli
-from sglang_mx.testing.inprocess import serve_in_thread
+from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 
 def _main(argv: list[str]) -> int:

@@ -24,7 +24,7 @@ from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import generate
 from sglang_mx.bench.workload import get_preset
-from sglang_mx.testing.inprocess import serve_in_thread
+from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 GLM5_CONFIGS = [
     Path(__file__).parents[3] / f"python/sglang_mx/assets/tiny-glm5-{kind}/config.json"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.peer import (
+from sglang_mx_lab.peer import (
     LIVE_BOUNDS,
     PeerWorkload,
     compare,

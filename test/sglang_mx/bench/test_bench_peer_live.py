@@ -8,7 +8,7 @@ test_bench_peer_paced.py; the definitions compared are in docs/benchmark.md)."""
 from __future__ import annotations
 
 import pytest
-from sglang_mx.bench.peer import LIVE_BOUNDS, PeerWorkload, side_by_side, table
+from sglang_mx_lab.peer import LIVE_BOUNDS, PeerWorkload, side_by_side, table
 
 pytestmark = pytest.mark.server
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 from bench_processes import null_upstream
-from sglang_mx.bench import peer
-from sglang_mx.bench.peer import PeerWorkload, side_by_side, table
+from sglang_mx_lab import peer
+from sglang_mx_lab.peer import PeerWorkload, side_by_side, table
 
 TTFT_S, ITL_S = 0.25, 0.05
 

@@ -14,7 +14,7 @@ from sglang_mx.bench.prompts import SegmentTokens
 from sglang_mx.bench.reach import SegmentCache, by_first_token
 from sglang_mx.bench.runner import WARM_TOLERANCE_TOKENS, RunConfig, run_trace
 from sglang_mx.bench.traceio import TraceOptions, load_trace
-from sglang_mx.testing.inprocess import serve_in_thread
+from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 MOONCAKE = Path(__file__).parents[3] / "benchmark" / "traces" / "sample-mooncake.jsonl"
 # the sample's chains: hash ids [0,1,2], [10,11] and [20], each sent 4 times, so 3 repeats x

@@ -16,7 +16,7 @@ from sglang_mx.bench import cli as bench_cli
 from sglang_mx.bench.traceio import TraceOptions, detect, load_trace
 from sglang_mx.bench.traces_ledger import export_ledger
 from sglang_mx.bench.traces_public import TraceFormatError
-from sglang_mx.testing.inprocess import serve_in_thread
+from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 SAMPLES = Path(__file__).parents[3] / "benchmark" / "traces"
 FILES = {"mooncake": "sample-mooncake.jsonl", "azure": "sample-azure.csv",

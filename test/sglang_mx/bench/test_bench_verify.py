@@ -14,7 +14,7 @@ import yaml
 from bench_fake_openai import FakeCache, make_app
 from bench_processes import serving
 from sglang_mx.bench import cli as bench_cli
-from sglang_mx.testing.server import free_port
+from sglang_mx_lab.testing.server import free_port
 
 
 def _serve(port: int) -> None:

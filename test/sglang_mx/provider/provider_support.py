@@ -17,7 +17,7 @@ from sglang_mx.provider.launch import (  # noqa: F401
     provider_process,
     router_process,
 )
-from sglang_mx.testing.inprocess import serve_in_thread  # noqa: F401
+from sglang_mx_lab.testing.inprocess import serve_in_thread  # noqa: F401
 
 PRICES = {"prompt": 0.5, "completion": 2.0, "input_cache_read": 0.05}
 MODEL_ID = "sglang-mx/glm-tiny-mxfp4"

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from sglang_mx.provider.h1 import H1Transport
-from sglang_mx.testing.rawhttp import read_request
+from sglang_mx_lab.testing.rawhttp import read_request
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -34,8 +34,8 @@ from sglang_mx.provider.ledger import Ledger
 from sglang_mx.provider.native import MAX_BATCH, validate_generate
 from sglang_mx.provider.native_routes import ADMIN_ROUTES, is_admin
 from sglang_mx.provider.pricing import model_from_dict
-from sglang_mx.testing.campaign import for_each_hostile
-from sglang_mx.testing.hostile import PROVIDER_NATIVE_ROUTES, Target, attack
+from sglang_mx_lab.testing.campaign import for_each_hostile
+from sglang_mx_lab.testing.hostile import PROVIDER_NATIVE_ROUTES, Target, attack
 
 # Small programs: the shared context still dominates every prompt (CPU time stays low).
 PROGRAMS = {

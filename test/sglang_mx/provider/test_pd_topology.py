@@ -28,7 +28,7 @@ from provider_support import (
 from sglang_mx.attention.dsa_indexer import TOPK_DUMP_ENV
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
-from sglang_mx.testing.pd_faults import fault_run, unique_prompt
+from sglang_mx_lab.testing.pd_faults import fault_run, unique_prompt
 
 pytestmark = pytest.mark.server
 
@@ -40,8 +40,8 @@ INDEX_TOPK = 128  # the tiny GLM-5's index_topk (config.json)
 
 @pytest.fixture(scope="module")
 def pd(tmp_path_factory):
-    from sglang_mx.testing.pd import start_pd_sides
-    from sglang_mx.testing.server import default_serve_args, spawn_server, wait_ready
+    from sglang_mx_lab.testing.pd import start_pd_sides
+    from sglang_mx_lab.testing.server import default_serve_args, spawn_server, wait_ready
 
     tmp = tmp_path_factory.mktemp("pd")
     dumps = {"decode": tmp / "decode-topk", "plain": tmp / "plain-topk"}

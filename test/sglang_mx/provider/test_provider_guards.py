@@ -18,8 +18,8 @@ import pytest
 from provider_support import MODEL_ID, provider_process, write_pricing
 from sglang_mx.provider.guards import Limits, limits_from
 from sglang_mx.provider.keys import KeyStore
-from sglang_mx.testing.campaign import for_each_hostile
-from sglang_mx.testing.hostile import PROVIDER_ROUTES, Target, attack
+from sglang_mx_lab.testing.campaign import for_each_hostile
+from sglang_mx_lab.testing.hostile import PROVIDER_ROUTES, Target, attack
 
 VOCAB = 2048
 CAMPAIGN_SEED = 20261130

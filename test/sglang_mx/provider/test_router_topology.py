@@ -23,7 +23,7 @@ from provider_support import (
 )
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
-from sglang_mx.testing.streams import count, ledger_problems, stream_chat
+from sglang_mx_lab.testing.streams import count, ledger_problems, stream_chat
 
 pytestmark = pytest.mark.server
 
@@ -40,7 +40,7 @@ STREAMS, STREAM_TOKENS, FOLLOW_UPS = 8, 40, 6
 def topology(mxfp4_server: str, tmp_path_factory):
     """Worker 0 is the session's shared server; worker 1 is ours, supervised, the one killed."""
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.testing.server import SupervisedServer
+    from sglang_mx_lab.testing.server import SupervisedServer
 
     tmp = tmp_path_factory.mktemp("router")
     with ExitStack() as stack:

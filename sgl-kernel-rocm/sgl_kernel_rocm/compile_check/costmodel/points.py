@@ -119,8 +119,16 @@ def row_kernels(
             cfg = resolve_config(arch, r["tokens"], *shape, r.get("act_quant", "none"))[0]
         # The launch config, the word upcast when the row names one, the split-K (dropped for
         # the no-split A/B rows), swap-AB and the down GEMM's own tile (moe.config).
-        keep = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "upcast", "SWAP_AB",
-                "down")
+        keep = (
+            "BLOCK_M",
+            "BLOCK_N",
+            "BLOCK_K",
+            "num_warps",
+            "num_stages",
+            "upcast",
+            "SWAP_AB",
+            "down",
+        )
         keep += () if kind == "moe_nosplit" else ("SPLIT_K", "SPLIT_K_DOWN")
         cfg = {k: cfg[k] for k in keep if k in cfg}
         if kind == "moe_bf16":

@@ -148,3 +148,32 @@ def test_serve_mtp_adds_sglang_eagle_arguments(capsys):
     ]  # fmt: skip
     assert main(["serve", "--dry-run"]) == 0
     assert "--speculative-algorithm" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["production-480-24-60", "3k-0.2k-50"])
+def test_one_workload_flag_across_bench_plan_and_roofline(name, tmp_path, capsys):
+    """Issue 43: `--workload NAME` (a preset or IN-OUT-HIT) means one workload in bench gen/run/
+    sweep, plan and roofline; bench's old --preset still works and says it is the old name."""
+    from sglang_mx.bench.workload import named_workload
+
+    spec = named_workload(name)
+    n_in, n_out = round(spec.input_len.mean), round(spec.output_len.mean)
+    trace = tmp_path / "t.jsonl"
+    assert main(["bench", "gen", "--workload", name, "--num-requests", "4", "-o", str(trace)]) == 0
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert {sum(n for _, n in r["segments"]) for r in rows[1:]} == {n_in}
+    capsys.readouterr()
+    assert main(["roofline", "--workload", name, "--layout", "tp8", "--json"]) == 0
+    roof = json.loads(capsys.readouterr().out)["workload"]
+    assert (roof["input_len"], roof["output_len"], roof["hit_rate"]) == (n_in, n_out, spec.hit_rate)
+    out = tmp_path / "plan"
+    argv = ["plan", "--workload", name, "--layout", "tp8", "--rates", "1", "--num-requests", "20",
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["bench", "gen", "--preset", name, "--num-requests", "2", "-o", str(trace)]) == 0
+    assert "--preset is now --workload" in capsys.readouterr().err
+    for argv in (["bench", "gen", "--workload", "20x"], ["roofline", "--workload", "20x"],
+                 ["plan", "--workload", "20x", "--rates", "1"]):  # fmt: skip
+        assert main(argv) == 2
+        assert "workload '20x': use a preset" in capsys.readouterr().err

@@ -53,7 +53,7 @@ def _cmd_side_by_side(args, url: str) -> int:
 
 
 def register(verbs) -> None:
-    from sglang_mx.bench.cli_args import _one_line_errors
+    from sglang_mx.bench.cli_args import one_line_errors
 
     p = verbs.add_parser("calibrate", help="the load generator's ceiling against a null server")
     p.add_argument("--url", required=True, help="a null server (benchmark/null_upstream.py)")
@@ -68,4 +68,4 @@ def register(verbs) -> None:
         "through the same rates, each right after ours; its prompts from this tokenizer",
     )
     p.add_argument("-o", "--out", default="calibration.json")
-    p.set_defaults(func=_one_line_errors(_cmd))
+    p.set_defaults(func=one_line_errors(_cmd))

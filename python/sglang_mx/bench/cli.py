@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from sglang_mx.bench.cli_args import (
-    _one_line_errors,
-    _run_args,
+    add_workload_arg,
     cost_inputs,
+    one_line_errors,
+    run_args,
     run_config,
     slo_from_args,
 )
@@ -28,12 +29,7 @@ SPEC_FIELDS = (
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--preset",
-        default="cpu-2k-32-60",
-        help="production-20k-1k-60 | agentic-20k-1k-60 | production-480-24-60 (the production "
-        "shape at the bundled GLM-5 model's 512-token context) | cpu-2k-32-60",
-    )
+    add_workload_arg(p, "cpu-2k-32-60", old="--preset")
     p.add_argument("--input-len", help="N, uniform:LO:HI or normal:MEAN:STD")
     p.add_argument("--output-len", help="N, uniform:LO:HI or normal:MEAN:STD")
     p.add_argument("--hit-rate", type=float, help="target share of prompt tokens served from cache")
@@ -48,7 +44,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 
 
 def _spec(args: argparse.Namespace):
-    from sglang_mx.bench.workload import LengthDist, get_preset
+    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.workload import LengthDist, named_workload
 
     over = {k: getattr(args, k) for k in SPEC_FIELDS}
     for key in ("input_len", "output_len"):
@@ -57,9 +54,12 @@ def _spec(args: argparse.Namespace):
     if args.no_prime:
         over["prime"] = False
     changed = {k: v for k, v in over.items() if v is not None}
-    spec = get_preset(args.preset).with_overrides(**changed)
+    try:
+        spec = named_workload(args.workload).with_overrides(**changed)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
     # a modified preset must not pass for the published one in reports
-    return spec.with_overrides(name=f"{args.preset}+custom") if changed else spec
+    return spec.with_overrides(name=f"{args.workload}+custom") if changed else spec
 
 
 def _fit_arg(p: argparse.ArgumentParser) -> None:
@@ -192,7 +192,7 @@ def trace_from_args(args, context_length: int | None = None):
     return load_trace(args.trace, args.trace_format, opts)
 
 
-@_one_line_errors
+@one_line_errors
 def _cmd_run(args) -> int:
     if args.trace:
         spec = trace_from_args(args).spec
@@ -203,7 +203,7 @@ def _cmd_run(args) -> int:
     return _execute(args, "rate", [spec.rate])
 
 
-@_one_line_errors
+@one_line_errors
 def _cmd_sweep(args) -> int:
     if bool(args.rates) == bool(args.concurrencies):
         print("give exactly one of --rates or --concurrencies", file=sys.stderr)
@@ -212,7 +212,7 @@ def _cmd_sweep(args) -> int:
     return _execute(args, kind, [float(v) for v in raw.split(",")])
 
 
-@_one_line_errors
+@one_line_errors
 def _cmd_ledger_export(args) -> int:
     from sglang_mx.bench.traces_ledger import export_ledger
 
@@ -320,14 +320,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = verbs.add_parser("run", help="run one workload (or --trace) against an endpoint")
     _spec_args(p)
-    _run_args(p)
+    run_args(p)
     _fit_arg(p)
     trace_args(p)
     p.set_defaults(func=_cmd_run)
 
     p = verbs.add_parser("sweep", help="request-rate or concurrency sweep; finds the knee")
     _spec_args(p)
-    _run_args(p)
+    run_args(p)
     _fit_arg(p)
     p.add_argument("--rates", help="comma-separated requests/s, e.g. 0.5,1,1.5,2,2.4")
     p.add_argument("--concurrencies", help="comma-separated in-flight counts, e.g. 1,2,4,8")
@@ -369,3 +369,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--context-chars", type=int, help="shared context length (program default)")
     p.add_argument("-o", "--out", help="also write the results as JSON here")
     p.set_defaults(func=_cmd_agents)
+    # Every verb ends a run that cannot start in one line on stderr and status 2.
+    for sub in verbs.choices.values():
+        sub.set_defaults(func=one_line_errors(sub.get_default("func")))

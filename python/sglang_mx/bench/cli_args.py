@@ -4,11 +4,54 @@ kept apart from cli.py so those commands' modules import them without importing 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 
-def _run_args(p: argparse.ArgumentParser) -> None:
+class OldSpelling(argparse.Action):
+    """An old flag name kept for one release (issue 43): sets the new flag's value and says so
+    on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kw):
+        self.new = new
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"{parser.prog}: note: {option_string} is now {self.new} (the old name works until "
+            "the next release)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_workload_arg(p: argparse.ArgumentParser, default: str | None, old: str | None = None):
+    """--workload NAME (bench.workload.named_workload), the one spelling of every command; `old`
+    is the command's earlier name for it, kept as a noted alias."""
+    from sglang_mx.bench.workload import WORKLOAD_HELP
+
+    p.add_argument("--workload", default=default, metavar="NAME", help=WORKLOAD_HELP)
+    if old:
+        p.add_argument(old, dest="workload", action=OldSpelling, new="--workload",
+                       help=argparse.SUPPRESS)  # fmt: skip
+
+
+def add_slo_args(p: argparse.ArgumentParser, ttft_default: float | None) -> None:
+    """The SLO flags, one name each across bench and plan: --slo-ttft (old: --slo), --slo-tpot,
+    --slo-itl, --slo-e2e, --slo-percentile."""
+    p.add_argument("--slo-ttft", dest="slo", type=float, default=ttft_default, metavar="S",
+                   help="TTFT limit in seconds at --slo-percentile")  # fmt: skip
+    p.add_argument("--slo", dest="slo", type=float, action=OldSpelling, new="--slo-ttft",
+                   help=argparse.SUPPRESS)  # fmt: skip
+    p.add_argument("--slo-tpot", type=float, help="TPOT SLO in seconds (per-request TPOT)")
+    p.add_argument("--slo-itl", type=float, help="ITL SLO in seconds (every inter-token gap)")
+    p.add_argument("--slo-e2e", type=float, help="end-to-end latency SLO in seconds")
+    p.add_argument("--slo-percentile", type=int, default=95 if ttft_default else None,
+                   choices=(50, 90, 95, 99))  # fmt: skip
+
+
+def run_args(p: argparse.ArgumentParser, slo_default: float | None = 5.0) -> None:
     p.add_argument("--url", required=True, help="base URL of an OpenAI-compatible server")
     p.add_argument("--tokenizer", required=True, help="model dir or tokenizer.json (offline)")
     p.add_argument("--model", help="model name to request (default: first of /v1/models)")
@@ -19,11 +62,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--page-size", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests sent first")
     p.add_argument("--api-key")
-    p.add_argument("--slo", type=float, default=5.0, help="TTFT SLO in seconds (at the percentile)")
-    p.add_argument("--slo-tpot", type=float, help="TPOT SLO in seconds (per-request TPOT)")
-    p.add_argument("--slo-itl", type=float, help="ITL SLO in seconds (every inter-token gap)")
-    p.add_argument("--slo-e2e", type=float, help="end-to-end latency SLO in seconds")
-    p.add_argument("--slo-percentile", type=int, default=95, choices=(50, 90, 95, 99))
+    add_slo_args(p, slo_default)
     p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
     p.add_argument("--gpus", type=int, help="GPUs serving the endpoint (default: a node)")
     p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
@@ -103,10 +142,13 @@ def run_config(args):
     )
 
 
-def _one_line_errors(func):
+def one_line_errors(func):
     """A run that cannot start (server unreachable, workload too long for its context) ends in
     one line on stderr and exit status 2, not a traceback."""
     import functools
+
+    if getattr(func, "one_line_errors", False):
+        return func
 
     @functools.wraps(func)
     def wrapper(args) -> int:
@@ -118,5 +160,13 @@ def _one_line_errors(func):
             for line in str(exc).splitlines():
                 print(f"sglang-mx bench: {line}", file=sys.stderr)
             return 2
+        except OSError as exc:  # a result, trace or claim file that cannot be read or written
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"sglang-mx bench: {where}{exc.strerror or exc}", file=sys.stderr)
+            return 2
+        except json.JSONDecodeError as exc:
+            print(f"sglang-mx bench: not JSON ({exc})", file=sys.stderr)
+            return 2
 
+    wrapper.one_line_errors = True
     return wrapper

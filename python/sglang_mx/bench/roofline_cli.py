@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from sglang_mx.bench.cli_args import add_workload_arg
 from sglang_mx.bench.roofline import DTYPE_BYTES, Precision
 
 
@@ -26,6 +28,20 @@ def precision_from_args(args: argparse.Namespace):
     )
 
 
+def workload_from_args(args: argparse.Namespace):
+    """roofline.Workload of --workload NAME (its mean lengths and hit rate), each of
+    --input-len / --output-len / --hit-rate given taking the place of the workload's."""
+    from sglang_mx.bench.roofline import Workload
+    from sglang_mx.bench.workload import named_workload
+
+    spec = named_workload(args.workload)
+    return Workload(
+        args.input_len if args.input_len is not None else round(spec.input_len.mean),
+        args.output_len if args.output_len is not None else round(spec.output_len.mean),
+        args.hit_rate if args.hit_rate is not None else spec.hit_rate,
+    )
+
+
 DEFAULT_LAYOUTS = "tp8,tp4xdp2,tp2xdp4,tp8-dpattn8"
 
 
@@ -33,15 +49,21 @@ def _run(args: argparse.Namespace) -> int:
     from sglang_mx.bench.hardware import get_hardware
     from sglang_mx.bench.layout import parse_layout
     from sglang_mx.bench.modelspec import load_model
-    from sglang_mx.bench.roofline import Workload, limits
+    from sglang_mx.bench.roofline import limits
 
-    model = load_model(args.model)
-    hw = get_hardware(args.hardware)
-    work = Workload(args.input_len, args.output_len, args.hit_rate)
+    try:  # what the flags name: a bad one ends in one line on stderr
+        model = load_model(args.model)
+        hw = get_hardware(args.hardware)
+        work = workload_from_args(args)
+        layouts = [(name, parse_layout(name)) for name in args.layout.split(",")]
+    except (KeyError, ValueError, OSError) as exc:
+        print(f"sglang-mx roofline: {str(exc).strip(chr(39) + chr(34))}", file=sys.stderr)
+        return 2
+    args.input_len, args.output_len, args.hit_rate = work.input_len, work.output_len, work.hit_rate
     prec = precision_from_args(args)
     rows = []
-    for name in args.layout.split(","):
-        lim = limits(model, hw, parse_layout(name), work, prec, args.concurrency, args.reserve)
+    for name, layout in layouts:
+        lim = limits(model, hw, layout, work, prec, args.concurrency, args.reserve)
         row = {"layout": name, **lim.to_dict()}
         if args.measured:
             row["measured_output_tok_s"] = args.measured
@@ -109,9 +131,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_LAYOUTS,
         help=f"comma-separated layouts (default {DEFAULT_LAYOUTS})",
     )
-    p.add_argument("--input-len", type=int, default=20000)
-    p.add_argument("--output-len", type=int, default=1000)
-    p.add_argument("--hit-rate", type=float, default=0.6)
+    add_workload_arg(p, "production-20k-1k-60")
+    p.add_argument("--input-len", type=int, help="tokens in (default: the workload's mean)")
+    p.add_argument("--output-len", type=int, help="tokens out (default: the workload's mean)")
+    p.add_argument("--hit-rate", type=float, help="prefix hit rate (default: the workload's)")
     p.add_argument("--concurrency", type=int, help="in-flight requests (default: what KV fits)")
     add_precision_args(p)
     p.add_argument("--measured", type=float, help="measured output tok/s per node")

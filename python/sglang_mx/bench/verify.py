@@ -121,14 +121,14 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
                 f"> {g['limit']:g} s"
                 for g in missed
             )
-            failures.append(f"repeat {i} missed the claim's SLO: {text}")
+            failures.append(f"repeat {i} missed the SLO: {text}")
     divide = gpus if claim.per == "gpu" else 1
     values = [_figure(s, claim.figure) / divide for s in summaries]
     out = decide(
         claim.value,
         values,
         claim.higher_is_better,
-        args.tolerance or claim.tolerance,
+        claim.tolerance if args.tolerance is None else args.tolerance,
         blockers,
         failures,
     )
@@ -145,6 +145,35 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
         }
     )
     return out
+
+
+SLO_FLAGS = {  # verify's flag -> the metrics.Slo fields it sets
+    "--slo-ttft": ("slo", ("ttft_p95_s", "ttft_s")),
+    "--slo-tpot": ("slo_tpot", ("tpot_s",)),
+    "--slo-itl": ("slo_itl", ("itl_s",)),
+    "--slo-e2e": ("slo_e2e", ("e2e_s",)),
+    "--slo-percentile": ("slo_percentile", ("percentile",)),
+}
+
+
+def verify_slo(claim, args):
+    """The SLO a verify run is judged by, and where it came from: the claim's, with each --slo*
+    flag given on the command line taking the place of the claim's value (no flag is accepted
+    and ignored; issue 43). The source text goes into the verdict."""
+    import dataclasses
+
+    slo, given = claim.slo(), []
+    for flag, (dest, fields) in SLO_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if flag != "--slo-percentile" and not value > 0:
+            raise BenchError(f"{flag} {value}: a limit in seconds must be > 0")
+        slo = dataclasses.replace(slo, **{f: value for f in fields})
+        given.append(f"{flag} {value:g}")
+    if not given:
+        return slo, f"the claim's ({slo.describe()})"
+    return slo, f"the command line's over the claim's: {', '.join(given)} ({slo.describe()})"
 
 
 def _cost(claim, args, summary: dict) -> dict:
@@ -169,6 +198,7 @@ def cmd_verify(args) -> int:
     from sglang_mx.bench.stamp import stamp
 
     claim = load_claim(args.claim)
+    slo, slo_source = verify_slo(claim, args)
     if args.repeats < 1:
         raise BenchError(f"--repeats {args.repeats} must be at least 1")
     cfg = run_config(args)
@@ -183,7 +213,6 @@ def cmd_verify(args) -> int:
     prompts = materialize(trace, tokens)
     sent = max(max(ids) for ids in prompts.values()) if cfg.send_ids else None
     check_fits(trace, cfg.limits, sent if cfg.api == "completions" else None)
-    slo = claim.slo()
     points = []
     for i in range(1, args.repeats + 1):
         print(
@@ -195,6 +224,7 @@ def cmd_verify(args) -> int:
         points.append({"x": i, "summary": res.summary, "meta": res.meta})
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
     verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus)
+    verdict["slo_source"] = slo_source
     median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
     result = {
@@ -245,6 +275,7 @@ def cmd_verify(args) -> int:
                     "threshold",
                     "tolerance",
                     "repeats",
+                    "slo_source",
                 )
             },
             indent=1,
@@ -260,11 +291,11 @@ def cmd_verify(args) -> int:
 
 
 def register(verbs) -> None:
-    from sglang_mx.bench.cli_args import _one_line_errors, _run_args
+    from sglang_mx.bench.cli_args import one_line_errors, run_args
 
     p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95%% CI)")
     p.add_argument("claim", help="claim file (YAML or JSON; benchmark/claims/)")
-    _run_args(p)
+    run_args(p, slo_default=None)  # unset: the claim's SLO; each one given replaces its part
     p.add_argument("--repeats", type=int, default=3, help="runs of the workload (default 3)")
     p.add_argument(
         "--tolerance",
@@ -283,4 +314,4 @@ def register(verbs) -> None:
         help="scale lengths into the server's context (or N tokens); the verdict "
         "says the workload was scaled",
     )
-    p.set_defaults(func=_one_line_errors(cmd_verify))
+    p.set_defaults(func=one_line_errors(cmd_verify))

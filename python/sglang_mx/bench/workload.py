@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field, replace
 
 from sglang_mx.bench.tables import Overridable
@@ -134,3 +135,28 @@ def get_preset(name: str) -> WorkloadSpec:
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     return PRESETS[name]
+
+
+_SHORTHAND = re.compile(r"^(\d+(?:\.\d+)?)k-(\d+(?:\.\d+)?)k-(\d+)$")
+WORKLOAD_HELP = (
+    "a preset (" + ", ".join(PRESETS) + ") or IN-OUT-HIT like 20k-1k-60 (20,000 tokens in, "
+    "1,000 out, 60%% of prompt tokens cached: production-20k-1k-60's shape)"
+)
+
+
+def named_workload(text: str) -> WorkloadSpec:
+    """What `--workload NAME` means in every command (bench run/sweep, plan, roofline): a preset,
+    or IN-OUT-HIT shorthand on the production preset's shape. ValueError names the choices."""
+    m = _SHORTHAND.match(text.strip().lower())
+    if m:
+        return get_preset("production-20k-1k-60").with_overrides(
+            name=text,
+            input_len=LengthDist("fixed", round(float(m[1]) * 1000)),
+            output_len=LengthDist("fixed", round(float(m[2]) * 1000)),
+            hit_rate=int(m[3]) / 100,
+        )
+    if text in PRESETS:
+        return PRESETS[text]
+    raise ValueError(
+        f"workload {text!r}: use a preset ({', '.join(PRESETS)}) or IN-OUT-HIT like 20k-1k-60"
+    )

@@ -5,34 +5,18 @@ $/M tokens per point, the knee and the binding resource, beside the roofline lim
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
+from sglang_mx.bench.cli_args import OldSpelling, add_workload_arg
 from sglang_mx.bench.roofline_cli import add_precision_args
-
-_SHORT = re.compile(r"^(\d+(?:\.\d+)?)k-(\d+(?:\.\d+)?)k-(\d+)$")
 
 
 def parse_workload(text: str, num_requests: int | None, seed: int | None):
-    """A bench preset name, or IN-OUT-HIT shorthand like 20k-1k-60 (20000 in, 1000 out, 60%
-    of prompt tokens cached; the production preset's shared-prefix shape)."""
-    from sglang_mx.bench.workload import PRESETS, LengthDist, get_preset
+    """--workload NAME (bench.workload.named_workload: a preset or IN-OUT-HIT like 20k-1k-60)
+    with this run's request count and seed."""
+    from sglang_mx.bench.workload import named_workload
 
-    m = _SHORT.match(text.strip().lower())
-    if m:
-        spec = get_preset("production-20k-1k-60").with_overrides(
-            name=text,
-            input_len=LengthDist("fixed", round(float(m[1]) * 1000)),
-            output_len=LengthDist("fixed", round(float(m[2]) * 1000)),
-            hit_rate=int(m[3]) / 100,
-        )
-    elif text in PRESETS:
-        spec = get_preset(text)
-    else:
-        raise ValueError(
-            f"workload {text!r}: use a preset ({', '.join(PRESETS)}) or IN-OUT-HIT like 20k-1k-60"
-        )
-    return spec.with_overrides(num_requests=num_requests, seed=seed)
+    return named_workload(text).with_overrides(num_requests=num_requests, seed=seed)
 
 
 def _floats(text: str | None, name: str) -> list[float]:
@@ -175,13 +159,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="tp8,tp8-dpattn8",
         help="comma-separated: tp8, tp4xdp2, tp8-dpattn8, tp4-ep, pd:tp4+tp4",
     )
-    p.add_argument("--workload", default="20k-1k-60", help="IN-OUT-HIT (20k-1k-60) or a preset")
+    add_workload_arg(p, "20k-1k-60")
     p.add_argument("--num-requests", type=int, help="requests per point (default: preset's)")
     p.add_argument("--seed", type=int)
     p.add_argument("--rates", help="comma-separated requests/s")
     p.add_argument("--concurrencies", help="comma-separated in-flight requests (closed loop)")
-    p.add_argument("--slo", type=float, default=5.0, help="TTFT p95 SLA in seconds")
-    p.add_argument("--tpot-slo", type=float, help="per-request TPOT limit (s) for goodput")
+    p.add_argument("--slo-ttft", dest="slo", type=float, default=5.0, metavar="S",
+                   help="TTFT p95 SLA in seconds")  # fmt: skip
+    p.add_argument("--slo", dest="slo", type=float, action=OldSpelling, new="--slo-ttft",
+                   help=argparse.SUPPRESS)  # fmt: skip
+    p.add_argument("--slo-tpot", dest="tpot_slo", type=float,
+                   help="per-request TPOT limit (s) for goodput")  # fmt: skip
+    p.add_argument("--tpot-slo", dest="tpot_slo", type=float, action=OldSpelling,
+                   new="--slo-tpot", help=argparse.SUPPRESS)  # fmt: skip
     p.add_argument(
         "--efficiency",
         default="production-assumed",

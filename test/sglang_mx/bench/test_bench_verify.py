@@ -93,3 +93,33 @@ def test_verify_against_fake_server(tmp_path, tiny_tokenizer, value, status, ver
     html = (out / "report.html").read_text()
     assert f"Verdict: {verdict.upper()}" in html and 'src="throughput_vs_load.png"' in html
     assert (out / "throughput_vs_load.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_verify_honours_every_slo_flag_and_a_zero_tolerance(tmp_path, tiny_tokenizer):
+    """Issue 43: a --slo* flag given replaces the claim's value (and the verdict says so); a
+    planted --slo-ttft 0.001 against a claim the fake easily meets makes it not reproduced;
+    --tolerance 0 is 0, not the claim's."""
+    tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    out = tmp_path / "out"
+    claim = _claim(tmp_path, 1.0, tolerance=0.5)
+    with fake_server_process() as url:
+        argv = ["bench", "verify", claim, "--url", url, "--tokenizer", str(tmp_path),
+                "--hardware", "MI355X", "--repeats", "3", "--warmup", "0", "--no-progress",
+                "-o", str(out), "--slo-ttft", "0.001", "--slo-itl", "60",
+                "--tolerance", "0"]  # fmt: skip
+        assert _main(argv) == 1
+    v = json.loads((out / "verdict.json").read_text())
+    assert v["verdict"] == "not reproduced", v["reasons"]
+    assert v["tolerance"] == 0
+    assert v["slo_source"].startswith("the command line's over the claim's: --slo-ttft 0.001")
+    assert "--slo-itl 60" in v["slo_source"] and "ITL p95 <= 60.0 s" in v["slo_source"]
+    assert any("missed the SLO: TTFT p95" in r and "> 0.001 s" in r for r in v["reasons"])
+
+
+def test_verify_refuses_a_bad_slo_flag_before_any_run(tmp_path, capsys):
+    claim = _claim(tmp_path, 1.0)
+    argv = ["bench", "verify", claim, "--url", "http://127.0.0.1:9", "--tokenizer", str(tmp_path),
+            "--slo-tpot", "0"]  # fmt: skip
+    assert _main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "sglang-mx bench: --slo-tpot 0.0: a limit in seconds must be > 0"

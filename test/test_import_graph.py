@@ -190,3 +190,21 @@ def test_the_lab_check_sees_a_planted_import(tmp_path, monkeypatch):
     (pkg / "bad.py").write_text("def f():\n    from sglang_mx_lab.testing import server\n")
     monkeypatch.setitem(PACKAGES, "planted", tmp_path)
     assert lab_imports("planted") == ["planted.bad -> sglang_mx_lab.testing.server"]
+
+
+def test_the_capacity_model_stands_below_bench_and_plan():
+    """Issue 43: sglang_mx.capacity imports nothing of ours outside itself, and plan imports
+    no module of bench that capacity now holds (there are none left there to import)."""
+    known = modules("sglang_mx")
+    graph = import_graph(known)
+    up = sorted(
+        f"{src} -> {dst}"
+        for src, targets in graph.items()
+        if src.startswith("sglang_mx.capacity")
+        for dst in targets
+        if not dst.startswith("sglang_mx.capacity")
+    )
+    assert not up, "capacity importing above it:\n  " + "\n  ".join(up)
+    assert {"hardware", "modelspec", "layout", "roofline", "cost", "tables", "workload"} & {
+        m.split(".")[-1] for m in known if m.startswith("sglang_mx.bench.")
+    } == set()

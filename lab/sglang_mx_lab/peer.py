@@ -96,7 +96,7 @@ def run_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> dict:
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.runner import RunConfig, run_trace
     from sglang_mx.bench.tracegen import generate
-    from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+    from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
 
     spec = WorkloadSpec(
         name="peer",

@@ -154,7 +154,7 @@ def test_serve_mtp_adds_sglang_eagle_arguments(capsys):
 def test_one_workload_flag_across_bench_plan_and_roofline(name, tmp_path, capsys):
     """Issue 43: `--workload NAME` (a preset or IN-OUT-HIT) means one workload in bench gen/run/
     sweep, plan and roofline; bench's old --preset still works and says it is the old name."""
-    from sglang_mx.bench.workload import named_workload
+    from sglang_mx.capacity.workload import named_workload
 
     spec = named_workload(name)
     n_in, n_out = round(spec.input_len.mean), round(spec.output_len.mean)

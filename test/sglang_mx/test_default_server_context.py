@@ -48,7 +48,7 @@ def test_default_server_refuses_prompts_over_its_advertised_context(default_serv
     parser = argparse.ArgumentParser()
     bench_cli.register(parser.add_subparsers())
     args = parser.parse_args(
-        ["bench", "run", "--preset", "production-20k-1k-60", "--url", url, "--tokenizer", ckpt]
+        ["bench", "run", "--workload", "production-20k-1k-60", "--url", url, "--tokenizer", ckpt]
     )
     capsys.readouterr()
     assert args.func(args) == 2

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from sglang_mx.bench.metrics import RequestResult
 from sglang_mx.bench.tracegen import Trace, TraceRequest
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.plan.stepcost import LinearStepCost, Work
 
 LONE_LENS = (64, 192, 320)

@@ -24,7 +24,7 @@ from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_rate, search_knee
 from sglang_mx.plan.sim import build_groups, simulate

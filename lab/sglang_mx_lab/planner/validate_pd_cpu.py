@@ -37,7 +37,7 @@ from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import sweep_specs
 from sglang_mx.bench.tracegen import generate
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 
 from sglang_mx_lab.planner import pd_decode, pd_live, preregister
 from sglang_mx_lab.planner.pd_lone import LoneStats, flush, measure_lone

@@ -16,7 +16,7 @@ import sys
 from sglang_mx.bench import selfcheck
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import Trace, TraceRequest
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 
 LAG_LIMIT_S = 0.001
 STEP_S = 2.0

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
 from sglang_mx.bench.metrics import PERCENTILES, Slo
-from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
 
 SCHEMA_VERSION = 1
 THROUGHPUTS = (

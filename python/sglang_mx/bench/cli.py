@@ -45,7 +45,7 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 
 def _spec(args: argparse.Namespace):
     from sglang_mx.bench.limits import BenchError
-    from sglang_mx.bench.workload import LengthDist, named_workload
+    from sglang_mx.capacity.workload import LengthDist, named_workload
 
     over = {k: getattr(args, k) for k in SPEC_FIELDS}
     for key in ("input_len", "output_len"):
@@ -72,7 +72,6 @@ def _fit_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _execute(args, kind: str, values: list[float]) -> int:
-    from sglang_mx.bench.cost import cost_report
     from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.report_html import write_report
@@ -80,6 +79,7 @@ def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.bench.stamp import stamp
     from sglang_mx.bench.sweep import knee, sweep_specs
     from sglang_mx.bench.tracegen import generate
+    from sglang_mx.capacity.cost import cost_report
 
     slo = slo_from_args(args)
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))

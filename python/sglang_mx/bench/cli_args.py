@@ -19,7 +19,7 @@ class OldSpelling(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         print(
-            f"{parser.prog}: note: {option_string} is now {self.new} (the old name works until "
+            f"sglang-mx: note: {option_string} is now {self.new} (the old name works until "
             "the next release)",
             file=sys.stderr,
         )
@@ -29,7 +29,7 @@ class OldSpelling(argparse.Action):
 def add_workload_arg(p: argparse.ArgumentParser, default: str | None, old: str | None = None):
     """--workload NAME (bench.workload.named_workload), the one spelling of every command; `old`
     is the command's earlier name for it, kept as a noted alias."""
-    from sglang_mx.bench.workload import WORKLOAD_HELP
+    from sglang_mx.capacity.workload import WORKLOAD_HELP
 
     p.add_argument("--workload", default=default, metavar="NAME", help=WORKLOAD_HELP)
     if old:
@@ -94,8 +94,8 @@ def slo_from_args(args):
 
 def cost_inputs(args) -> tuple[int, float, str | None, str]:
     """(GPUs, $/GPU-h, hardware name, where the price came from)."""
-    from sglang_mx.bench.hardware import get_hardware
     from sglang_mx.bench.limits import BenchError
+    from sglang_mx.capacity.hardware import get_hardware
 
     given = "--price on the command line"
     if args.hardware:

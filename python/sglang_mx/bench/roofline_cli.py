@@ -8,7 +8,7 @@ import json
 import sys
 
 from sglang_mx.bench.cli_args import add_workload_arg
-from sglang_mx.bench.roofline import DTYPE_BYTES, Precision
+from sglang_mx.capacity.roofline import DTYPE_BYTES, Precision
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
@@ -31,8 +31,8 @@ def precision_from_args(args: argparse.Namespace):
 def workload_from_args(args: argparse.Namespace):
     """roofline.Workload of --workload NAME (its mean lengths and hit rate), each of
     --input-len / --output-len / --hit-rate given taking the place of the workload's."""
-    from sglang_mx.bench.roofline import Workload
-    from sglang_mx.bench.workload import named_workload
+    from sglang_mx.capacity.roofline import Workload
+    from sglang_mx.capacity.workload import named_workload
 
     spec = named_workload(args.workload)
     return Workload(
@@ -46,10 +46,10 @@ DEFAULT_LAYOUTS = "tp8,tp4xdp2,tp2xdp4,tp8-dpattn8"
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sglang_mx.bench.hardware import get_hardware
-    from sglang_mx.bench.layout import parse_layout
-    from sglang_mx.bench.modelspec import load_model
-    from sglang_mx.bench.roofline import limits
+    from sglang_mx.capacity.hardware import get_hardware
+    from sglang_mx.capacity.layout import parse_layout
+    from sglang_mx.capacity.modelspec import load_model
+    from sglang_mx.capacity.roofline import limits
 
     try:  # what the flags name: a bad one ends in one line on stderr
         model = load_model(args.model)

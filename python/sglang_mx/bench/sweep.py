@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.tracegen import Trace, generate
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 
 
 def sweep_specs(spec: WorkloadSpec, kind: str, values: Sequence[float]) -> list[WorkloadSpec]:

@@ -17,7 +17,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 
 TRACE_VERSION = 1
 SESSION_WAVE = 8  # sessions interleaved at once, so a turn's predecessor has usually finished

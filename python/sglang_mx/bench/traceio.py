@@ -30,7 +30,7 @@ from sglang_mx.bench.traces_public import (
     read_burstgpt,
     read_mooncake,
 )
-from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
 
 FORMATS = ("sglang-mx", "mooncake", "azure", "burstgpt", "ledger")
 READERS = {

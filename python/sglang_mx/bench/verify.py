@@ -74,7 +74,7 @@ def _hardware_blockers(claim, args) -> list[str]:
             f"hardware under test not stated (--hardware NAME --gpus N): the claim is for "
             f"{gpus}x {name}"
         ]
-    from sglang_mx.bench.hardware import get_hardware
+    from sglang_mx.capacity.hardware import get_hardware
 
     try:
         hw = get_hardware(args.hardware)
@@ -178,7 +178,7 @@ def verify_slo(claim, args):
 
 def _cost(claim, args, summary: dict) -> dict:
     from sglang_mx.bench.cli_args import cost_inputs
-    from sglang_mx.bench.cost import cost_report
+    from sglang_mx.capacity.cost import cost_report
 
     gpus, price, _, source = cost_inputs(args)
     if not price:  # nothing stated here: the claim's own price, named as such

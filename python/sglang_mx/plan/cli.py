@@ -14,7 +14,7 @@ from sglang_mx.bench.roofline_cli import add_precision_args
 def parse_workload(text: str, num_requests: int | None, seed: int | None):
     """--workload NAME (bench.workload.named_workload: a preset or IN-OUT-HIT like 20k-1k-60)
     with this run's request count and seed."""
-    from sglang_mx.bench.workload import named_workload
+    from sglang_mx.capacity.workload import named_workload
 
     return named_workload(text).with_overrides(num_requests=num_requests, seed=seed)
 
@@ -32,9 +32,9 @@ def _floats(text: str | None, name: str) -> list[float]:
 
 
 def build_deployment(args, layout):
-    from sglang_mx.bench.hardware import get_hardware
-    from sglang_mx.bench.modelspec import load_model
     from sglang_mx.bench.roofline_cli import precision_from_args
+    from sglang_mx.capacity.hardware import get_hardware
+    from sglang_mx.capacity.modelspec import load_model
     from sglang_mx.plan.efficiency import get_profile
     from sglang_mx.plan.links import get_link, link_for, scaleout_for
     from sglang_mx.plan.planner import Deployment

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_mx.bench.tables import Overridable
+from sglang_mx.capacity.tables import Overridable
 
 # srt/managers/schedule_policy.py: LPM falls back to FCFS above this many waiting requests.
 WAITING_QUEUE_PREFIX_MATCH_MAX = 128

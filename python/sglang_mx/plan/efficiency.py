@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from sglang_mx.bench.tables import load_records, lookup
+from sglang_mx.capacity.tables import load_records, lookup
 
 DATA = Path(__file__).parent / "data" / "efficiency.json"
 H200_DATASHEET_GB_S = 4800.0

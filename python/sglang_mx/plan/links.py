@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sglang_mx.bench.tables import load_records, lookup
+from sglang_mx.capacity.tables import load_records, lookup
 
 DATA = Path(__file__).parent / "data" / "links.json"
 DEFAULT_LINK = {

@@ -23,7 +23,7 @@ def _main(argv: list[str]) -> int:
 def test_gen_run_report_compare(tmp_path, tiny_tokenizer, capsys):
     tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
     trace = tmp_path / "t.jsonl"
-    common = ["--preset", "cpu-2k-32-60", "--num-requests", "6", "--output-len", "4"]
+    common = ["--workload", "cpu-2k-32-60", "--num-requests", "6", "--output-len", "4"]
     assert _main(["bench", "gen", *common, "--arrival", "concurrency", "-o", str(trace)]) == 0
     assert "designed hit rate 0.6" in capsys.readouterr().out
     outs = []

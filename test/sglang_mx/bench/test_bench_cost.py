@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from sglang_mx.bench.cost import PriceSheet, cost_report, usd_per_million
+from sglang_mx.capacity.cost import PriceSheet, cost_report, usd_per_million
 
 
 def test_inferencex_formula_public_mi355x_point():

@@ -23,7 +23,7 @@ from sglang_mx.bench.limits import (
 from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import generate
-from sglang_mx.bench.workload import get_preset
+from sglang_mx.capacity.workload import get_preset
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 GLM5_CONFIGS = [
@@ -74,7 +74,7 @@ def test_limits_from_each_kind_of_server():
 def test_over_long_workload_refused_in_one_line(tokenizer_dir, tmp_path, capsys):
     app = make_app(FakeCache(), context_length=512)
     with serve_in_thread(app) as url:
-        argv = _run_argv(url, tokenizer_dir, tmp_path / "out", "--preset", "production-20k-1k-60")
+        argv = _run_argv(url, tokenizer_dir, tmp_path / "out", "--workload", "production-20k-1k-60")
         assert _main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -95,7 +95,7 @@ def test_tokenizer_beyond_server_vocabulary_refused(tokenizer_dir, tmp_path, cap
 def test_fit_context_scales_production_shape_in(tokenizer_dir, tmp_path):
     out = tmp_path / "out"
     with serve_in_thread(make_app(FakeCache(), context_length=512)) as url:
-        argv = _run_argv(url, tokenizer_dir, out, "--preset", "production-20k-1k-60",
+        argv = _run_argv(url, tokenizer_dir, out, "--workload", "production-20k-1k-60",
                          "--fit-context", "--num-requests", "8", "--rate", "50")  # fmt: skip
         assert _main(argv) == 0
     result = json.loads((out / "result.json").read_text())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.tracegen import generate
-from sglang_mx.bench.workload import get_preset
+from sglang_mx.capacity.workload import get_preset
 
 
 def test_prompts_have_exact_lengths_and_shared_prefixes(tiny_tokenizer):

@@ -14,7 +14,7 @@ from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.stamp import stamp
 from sglang_mx.bench.sweep import run_sweep
 from sglang_mx.bench.tracegen import generate
-from sglang_mx.bench.workload import get_preset
+from sglang_mx.capacity.workload import get_preset
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 SPEC = get_preset("cpu-2k-32-60").with_overrides(num_requests=12, rate=50.0, output_len=None)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 from sglang_mx.bench.tracegen import Trace, generate
-from sglang_mx.bench.workload import PRESETS, LengthDist, WorkloadSpec, get_preset
+from sglang_mx.capacity.workload import PRESETS, LengthDist, WorkloadSpec, get_preset
 
 
 def simulate_radix(trace: Trace) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sglang_mx.bench.tracegen import Trace, TraceRequest
-from sglang_mx.bench.workload import WorkloadSpec
+from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.stepcost import LinearStepCost
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from sglang_mx.bench.hardware import get_hardware
-from sglang_mx.bench.modelspec import load_model
-from sglang_mx.bench.roofline import Precision
+from sglang_mx.capacity.hardware import get_hardware
+from sglang_mx.capacity.modelspec import load_model
+from sglang_mx.capacity.roofline import Precision
 from sglang_mx.plan.efficiency import get_profile
 from sglang_mx.plan.layouts import parse_plan_layout
 from sglang_mx.plan.links import Link, all_gather_s, all_reduce_s, all_to_all_s, link_for

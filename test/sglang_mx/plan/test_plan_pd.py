@@ -9,9 +9,9 @@ import types
 
 import pytest
 from plan_support import BASE, COST, PER_DECODE, PER_TOKEN, cfg, trace
-from sglang_mx.bench.hardware import get_hardware
-from sglang_mx.bench.modelspec import from_hf_config, index_layer_count, load_model
-from sglang_mx.bench.roofline import Precision
+from sglang_mx.capacity.hardware import get_hardware
+from sglang_mx.capacity.modelspec import from_hf_config, index_layer_count, load_model
+from sglang_mx.capacity.roofline import Precision
 from sglang_mx.plan.engine import Engine
 from sglang_mx.plan.layouts import parse_plan_layout
 from sglang_mx.plan.links import link_for, scaleout_for
@@ -68,7 +68,7 @@ def _sglang_pd_bytes_per_token(cfg_dict: dict, fp8: bool) -> int:
 @pytest.mark.parametrize("fp8", [True, False])
 def test_per_token_bytes_are_what_sglang_ships(fp8):
     tiny = json.loads(open(TINY).read())  # indexer_types full/shared/full/shared: 2 index layers
-    glm52 = json.loads(open("python/sglang_mx/bench/data/models.json").read())["glm-5.2"]
+    glm52 = json.loads(open("python/sglang_mx/capacity/data/models.json").read())["glm-5.2"]
     glm52 = glm52 | {"indexer_types": ["shared" if i % 4 else "full" for i in range(78)]}
     for c in (tiny, glm52):
         spec = from_hf_config(c)

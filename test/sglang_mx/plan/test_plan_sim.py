@@ -99,7 +99,7 @@ def test_kv_limit_retracts_and_still_finishes():
 def test_littles_law_on_the_running_batch():
     """Time-average running-batch size = throughput x mean time in the running batch."""
     from sglang_mx.bench.tracegen import generate
-    from sglang_mx.bench.workload import WorkloadSpec
+    from sglang_mx.capacity.workload import WorkloadSpec
 
     spec = WorkloadSpec(num_requests=200, rate=4.0, hit_rate=0.0, prefix_groups=1)
     res = run(generate(spec))

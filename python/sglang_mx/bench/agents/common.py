@@ -194,7 +194,7 @@ def to_trace(meter: Meter, tokenize: Callable[[str], list[int]], name: str = "ag
     """Recorded calls -> a Trace: each prompt is the longest-shared-prefix earlier prompt's
     segments plus a new segment, so the replay keeps lengths, sharing and turn order."""
     from sglang_mx.bench.tracegen import Trace, TraceRequest
-    from sglang_mx.bench.workload import LengthDist, WorkloadSpec
+    from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
 
     requests: list[TraceRequest] = []
     ids_seen: list[list[int]] = []

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from sglang_mx.bench.hardware import Hardware
-from sglang_mx.bench.layout import Layout
-from sglang_mx.bench.modelspec import ModelSpec
+from sglang_mx.capacity.hardware import Hardware
+from sglang_mx.capacity.layout import Layout
+from sglang_mx.capacity.modelspec import ModelSpec
 
 DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}  # bytes per dense weight or KV element
 

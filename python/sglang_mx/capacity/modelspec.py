@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_mx.bench.hardware import DATA_DIR
+from sglang_mx.capacity.hardware import DATA_DIR
 
 # SGLang 0.5.23 DSATokenToKVPool: index keys quantized in blocks of 128 with one fp32 scale each
 INDEX_QUANT_BLOCK = 128

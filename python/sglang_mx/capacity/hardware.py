@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sglang_mx.bench.tables import load_records
+from sglang_mx.capacity.tables import load_records
 
 DATA_DIR = Path(__file__).parent / "data"
 # Narrow -> wide: a GPU without native units for a dtype runs it at the next wider dtype's rate.

@@ -6,7 +6,7 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 
-from sglang_mx.bench.tables import Overridable
+from sglang_mx.capacity.tables import Overridable
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,15 @@ unary call over this one costs ~135 us including JSON, against an added-latency 
 (docs/provider.md, Benchmarks). The provider keeps httpx's client, requests, responses, timeouts
 and exception classes; only the wire work is here.
 
+Against aiohttp's client (benchmark/provider_client_choice.py, 2026-12-03, 2-core AMD EPYC AVX2
+box at load 2.6-4.7, null upstream, 3 rounds of 1,000 calls): a unary call 223 us of CPU here,
+291 us through aiohttp, 1,289 us through httpx's default transport; a 32-event stream 691 /
+796 / 2,386 us. aiohttp is within 68 us a call (3% of the 2 ms budget): that difference does not
+matter, so by the project's rule a library should serve here. Not switched yet: the provider's
+relays read httpx responses, and this module's two behaviours the ledger relies on (a
+half-read stream closes its connection so SGLang aborts the request; a stale keep-alive
+connection is retried once) must be shown on aiohttp first. Open in issue 43.
+
 Scope, on purpose: plain `http://` to an SGLang server or sglang-router, HTTP/1.1, no proxies,
 TLS or HTTP/2 (refused with httpx.UnsupportedProtocol). Responses may be Content-Length, chunked
 or close-delimited. A response left before the upstream finished sending it closes its

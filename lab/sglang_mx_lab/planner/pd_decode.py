@@ -1,7 +1,7 @@
 """The decode side of a PD pair calibrated on that side: closed-loop decode batches sent
 through the PD router, each batch's steady inter-token latency one decode step.
 
-Why not the plain server's fit: calibrate.py measures decode at 2-8 rows of ~50-token contexts,
+Why not the plain server's fit: step_fit.py measures decode at 2-8 rows of ~50-token contexts,
 among prefill-heavy observations; a PD decode server under the validation sweep runs 10-30 rows
 of ~270-token contexts. Measured here (2-core CPU box, tiny GLM-5, one core per side,
 2026-12-02): 24 rows at 448-token prompts stepped in 0.11-0.15 s over five runs; the plain
@@ -25,7 +25,7 @@ from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import Trace
 from sglang_mx.plan.stepcost import LinearStepCost
 
-from sglang_mx_lab.planner import calibrate
+from sglang_mx_lab.planner import step_fit
 
 BATCHES = (1, 8, 16, 24)
 PROMPTS = (64, 448)  # prompt + output stay under the tiny model's 512-token context
@@ -51,8 +51,8 @@ class DecodePoint:
 def decode_trace(rows: int, prompt: int, tag: str = "") -> Trace:
     """`rows` fresh `prompt`-token requests of OUT tokens, all sent at once (closed loop)."""
     name = f"pd-decode{tag}-{prompt}x{rows}"
-    reqs = [calibrate._req(f"{name}-{i}", prompt, OUT, None) for i in range(rows)]
-    return Trace(calibrate._spec(name, rows, "concurrency", rows), 0, [], reqs)
+    reqs = [step_fit.trace_request(f"{name}-{i}", prompt, OUT, None) for i in range(rows)]
+    return Trace(step_fit.trace_spec(name, rows, "concurrency", rows), 0, [], reqs)
 
 
 def measure(cfg: RunConfig, tokens, flush, tag: str = "") -> list[DecodePoint]:
@@ -79,7 +79,7 @@ def fit_line(points, weights, like: LinearStepCost) -> tuple[LinearStepCost, np.
     a = np.array([p.features() for p in points], dtype=float)
     y = np.array([p.itl_s for p in points], dtype=float)
     w = np.asarray(weights, dtype=float) / np.maximum(y, 1e-6)
-    base, per_row, per_key = calibrate._nonneg_lstsq(a * w[:, None], y * w)
+    base, per_row, per_key = step_fit.nonneg_lstsq(a * w[:, None], y * w)
     cost = dataclasses.replace(
         like, base_s=float(base), per_decode_s=float(per_row), per_decode_key_s=float(per_key)
     )
@@ -129,12 +129,12 @@ class BusyPoint:
 def busy_trace(rows: int, tag: str = "") -> Trace:
     """`rows` long requests at t=0, then BUSY_ARRIVALS fresh prompts, BUSY_GAP_S apart."""
     name = f"pd-busy{tag}-{rows}"
-    reqs = [calibrate._req(f"{name}-long{i}", 32, BUSY_LONG_OUT, 0.0) for i in range(rows)]
+    reqs = [step_fit.trace_request(f"{name}-long{i}", 32, BUSY_LONG_OUT, 0.0) for i in range(rows)]
     reqs += [
-        calibrate._req(f"{name}-arrival{i}", BUSY_PROMPT, 2, 0.5 + i * BUSY_GAP_S)
+        step_fit.trace_request(f"{name}-arrival{i}", BUSY_PROMPT, 2, 0.5 + i * BUSY_GAP_S)
         for i in range(BUSY_ARRIVALS)
     ]
-    return Trace(calibrate._spec(name, len(reqs), "poisson", 1), 0, [], reqs)
+    return Trace(step_fit.trace_spec(name, len(reqs), "poisson", 1), 0, [], reqs)
 
 
 def _arrival_ttft(results) -> float:

@@ -32,7 +32,7 @@ from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import Trace
 from sglang_mx.plan.stepcost import LinearStepCost, Work
 
-from sglang_mx_lab.planner import calibrate, pd_decode
+from sglang_mx_lab.planner import pd_decode, step_fit
 
 RAMP = ((0.2, 12.0), (0.4, 12.0), (0.6, 12.0), (0.75, 12.0))  # (fraction of capacity, s)
 PROMPTS = (64, 448)
@@ -73,9 +73,9 @@ def ramp_trace(cap: float, tag: str = "", seed: int = 0) -> Trace:
             if t >= t0 + seconds:
                 break
             i = len(reqs)
-            reqs.append(calibrate._req(f"{name}-{i}", PROMPTS[i % 2], OUT, round(t, 4)))
+            reqs.append(step_fit.trace_request(f"{name}-{i}", PROMPTS[i % 2], OUT, round(t, 4)))
         t0 += seconds
-    return Trace(calibrate._spec(name, len(reqs), "poisson", 1), 0, [], reqs)
+    return Trace(step_fit.trace_spec(name, len(reqs), "poisson", 1), 0, [], reqs)
 
 
 def samples(results: list[RequestResult], prompt_of: dict[str, int]) -> list[tuple]:

@@ -19,7 +19,7 @@ from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
 
-from sglang_mx_lab.planner import calibrate
+from sglang_mx_lab.planner import step_fit
 
 _SERIES = re.compile(r"^(sglang:[A-Za-z0-9_]+?)_(sum|count)(?:\{(.*)\})? (\S+)$")
 _STAGE = re.compile(r'stage="([^"]+)"')
@@ -91,7 +91,7 @@ def flush(*urls: str) -> None:
 def measure_lone(cfg: RunConfig, tokens, n: int, repeats: int, metrics_url: str) -> LoneStats:
     """`repeats` lone `n`-token prompts (each a fresh token run, one at a time) through
     `cfg.base_url`; the stage means come from `metrics_url` (the server that prefills)."""
-    trace = calibrate.lone_trace(f"lone-pd{n}", n, repeats)
+    trace = step_fit.lone_trace(f"lone-pd{n}", n, repeats)
     before = scrape(metrics_url)
     run = run_trace(
         trace, materialize(trace, tokens), cfg, tokens, Slo(ttft_p95_s=1e9, ttft_s=None)

@@ -29,7 +29,7 @@ from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_rate, search_knee
 from sglang_mx.plan.sim import build_groups, simulate
 
-from sglang_mx_lab.planner import calibrate
+from sglang_mx_lab.planner import step_fit
 
 OUT = Path("docs/results/planner-validation-cpu.json")
 # sweep rates as fractions of the predicted knee: four below it, two past it (so the measured
@@ -60,18 +60,18 @@ def _measure(spec, cfg: RunConfig, tokens, slo: Slo) -> dict:
     return run_trace(trace, materialize(trace, tokens), cfg, tokens, slo).summary
 
 
-def calibrate_live(cfg: RunConfig, tokens) -> calibrate.Calibration:
-    """Replay calibrate.traces() (lone prompts, decode batches, batched prefill) on the server
+def calibrate_live(cfg: RunConfig, tokens) -> step_fit.Calibration:
+    """Replay step_fit.traces() (lone prompts, decode batches, batched prefill) on the server
     and fit the step cost to what they measured."""
     slo_any = Slo(ttft_p95_s=1e9, ttft_s=None)
     results = {}
-    for name, trace in calibrate.traces().items():
+    for name, trace in step_fit.traces().items():
         run = run_trace(trace, materialize(trace, tokens), cfg, tokens, slo_any)
         results[name] = run.results
         bad = [r.error for r in run.results if not r.ok]
         if bad:
             print(f"calibration {name}: {len(bad)} failed, first: {bad[0]}", file=sys.stderr)
-    return calibrate.fit(calibrate.observations(results))
+    return step_fit.fit(step_fit.observations(results))
 
 
 def scheduler_config(base_url: str) -> tuple[SchedulerConfig, dict]:

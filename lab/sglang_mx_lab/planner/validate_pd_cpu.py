@@ -4,7 +4,7 @@
 
 1. a plain server on the default tiny GLM-5 pinned to one core (each PD side gets one core of
    this 2-core box; testing/pin_cores.py, since SGLANG_CPU_OMP_THREADS_BIND binds nothing here):
-   the step cost is calibrated from its batches (calibrate.py), and lone prompts at two lengths
+   the step cost is calibrated from its batches (step_fit.py), and lone prompts at two lengths
    measure its TTFT and, from SGLang's own stage metrics, its prefill forward;
 2. a prefill and a decode server (Mooncake over TCP on loopback, one pinned core each) behind
    sglang-router's PD mode: the same lone prompts through the router; the handoff (latency +
@@ -296,7 +296,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         "what": "every measurement the builds are fitted to; the sweep's workload "
         f"({args.input_len} in / {args.output_len} out, 50% hit on 2 primed prefixes) and "
         "its rates appear in none of them",
-        "plain_server_batches": "calibrate.calibrate_live on the plain server (its own core)",
+        "plain_server_batches": "validate_cpu.calibrate_live on the plain server (its own core)",
         "lone_requests": {"prompt_tokens": list(LONE_LENS), "repeats": LONE_REPEATS,
                           "servers": ["plain", "PD through the router"]},
         "closed_loop_decode_batches": {"prompt_tokens": list(pd_decode.PROMPTS),

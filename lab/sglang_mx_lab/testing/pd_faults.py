@@ -1,6 +1,6 @@
 """Kill one side of a PD topology under streaming load through the provider and count what
 became of the requests (sglang_mx_lab.testing.streams), then wait until the supervisor has the side
-back and the router routes again. Used by test_pd_topology.py and scripts/pd_faults.py (which
+back and the router routes again. Used by test_pd_topology.py and scripts/record_pd_faults.py (which
 records the counts in docs/results/pd-faults-cpu.json)."""
 
 from __future__ import annotations

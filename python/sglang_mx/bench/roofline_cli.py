@@ -47,8 +47,8 @@ DEFAULT_LAYOUTS = "tp8,tp4xdp2,tp2xdp4,tp8-dpattn8"
 
 def _run(args: argparse.Namespace) -> int:
     from sglang_mx.capacity.hardware import get_hardware
-    from sglang_mx.capacity.layout import parse_layout
     from sglang_mx.capacity.modelspec import load_model
+    from sglang_mx.capacity.parallel import parse_layout
     from sglang_mx.capacity.roofline import limits
 
     try:  # what the flags name: a bad one ends in one line on stderr

@@ -10,8 +10,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from sglang_mx.capacity.hardware import Hardware
-from sglang_mx.capacity.layout import Layout
 from sglang_mx.capacity.modelspec import ModelSpec
+from sglang_mx.capacity.parallel import Layout
 
 DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0}  # bytes per dense weight or KV element
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang_mx.capacity.layout import Layout, parse_layout
+from sglang_mx.capacity.parallel import Layout, parse_layout
 
 
 @dataclass(frozen=True)

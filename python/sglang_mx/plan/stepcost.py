@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sglang_mx.capacity.hardware import Hardware
-from sglang_mx.capacity.layout import Layout
 from sglang_mx.capacity.modelspec import ModelSpec
+from sglang_mx.capacity.parallel import Layout
 from sglang_mx.capacity.roofline import Precision, _attn_flops_per_key, experts_touched, kv_shard
 from sglang_mx.plan.efficiency import Efficiency
 from sglang_mx.plan.links import Link, all_gather_s, all_reduce_s, all_to_all_s

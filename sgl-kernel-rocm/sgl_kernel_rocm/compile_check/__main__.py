@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from sgl_kernel_rocm.compile_check import report
+from sgl_kernel_rocm.compile_check import results_view
 from sgl_kernel_rocm.compile_check.archs import ARCHS
 from sgl_kernel_rocm.compile_check.build import default_cache_dir, run_matrix, triton_version
 from sgl_kernel_rocm.compile_check.cases import FAMILIES, all_cases
@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{n}/{total}] {rec['seconds']:6.1f}s {status} {case.key}", file=sys.stderr)
 
     results = run_matrix(cases, jobs=args.jobs, cache_dir=args.cache_dir, progress=progress)
-    table = report.rows(cases, results)
-    st = report.stamp(triton_version())
+    table = results_view.rows(cases, results)
+    st = results_view.stamp(triton_version())
     if not args.quiet:
-        print(report.console_table(table))
+        print(results_view.console_table(table))
     payload = {"stamp": st, "rows": table}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

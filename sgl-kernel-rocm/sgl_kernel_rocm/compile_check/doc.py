@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sgl_kernel_rocm.compile_check import report
+from sgl_kernel_rocm.compile_check import results_view
 
 INTRO = """# Kernels compiled for real GPUs (generated)
 
@@ -83,8 +83,8 @@ def render(store: Path) -> str:
     sections = []
     for path in sorted(store.glob("triton-*.json"), reverse=True):
         data = json.loads(path.read_text())
-        sections.append(report.markdown_section(data["rows"], data["stamp"]))
-    return INTRO + report.arch_table() + "\n\n" + "\n".join(sections)
+        sections.append(results_view.markdown_section(data["rows"], data["stamp"]))
+    return INTRO + results_view.arch_table() + "\n\n" + "\n".join(sections)
 
 
 def write_doc(doc: Path, payload: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ from sglang_mx.plan.stepcost import Work
 from sglang_mx_lab.planner import pd_decode as D
 from sglang_mx_lab.planner import pd_model as M
 from sglang_mx_lab.planner import validate_pd_cpu as V
-from sglang_mx_lab.planner.calibrate import lone_trace
+from sglang_mx_lab.planner.step_fit import lone_trace
 from test_plan_validate_pd import CAL, SCHED, TRUE_HANDOFF, _stats
 
 DECODE = dataclasses.replace(CAL.cost, base_s=0.021, per_decode_s=0.0027, per_decode_key_s=4e-6)

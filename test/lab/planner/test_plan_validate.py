@@ -9,7 +9,7 @@ import types
 import pytest
 from plan_support import cfg
 from sglang_mx_lab.planner import validate_cpu as V
-from test_plan_calibrate import TRUE, cost_of
+from test_plan_step_fit import TRUE, cost_of
 
 
 def _pt(x, ttft50, ttft90, ttft95, itl50, itl90):

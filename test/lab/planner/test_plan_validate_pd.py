@@ -14,11 +14,11 @@ from plan_support import cfg
 from sglang_mx.plan.sim import build_groups, simulate
 from sglang_mx_lab.planner import pd_model as M
 from sglang_mx_lab.planner import validate_pd_cpu as V
-from sglang_mx_lab.planner.calibrate import lone_trace
 from sglang_mx_lab.planner.handoff import Handoff, HandoffSample, fit_handoff
 from sglang_mx_lab.planner.pd_lone import PREFILL_FORWARD, TRANSFER, LoneStats, histogram_totals
+from sglang_mx_lab.planner.step_fit import lone_trace
 from sglang_mx_lab.planner.validate_cpu import compare
-from test_plan_calibrate import TRUE, cost_of
+from test_plan_step_fit import TRUE, cost_of
 
 TINY = "python/sglang_mx/assets/tiny-glm5-quark"
 SCHED = cfg(sync_forward=True, page_size=64, schedule_policy="fcfs")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from sglang_mx.capacity.hardware import Hardware, get_hardware
-from sglang_mx.capacity.layout import Layout, parse_layout
 from sglang_mx.capacity.modelspec import from_hf_config, load_model
+from sglang_mx.capacity.parallel import Layout, parse_layout
 from sglang_mx.capacity.roofline import Precision, Workload, limits
 
 SMALL = {

@@ -1,5 +1,5 @@
 """`sglang-mx plan` end to end on a small workload, its input errors and the interpolated knee
-(the calibration fit: test_plan_calibrate.py)."""
+(the calibration fit: test_plan_step_fit.py)."""
 
 from __future__ import annotations
 

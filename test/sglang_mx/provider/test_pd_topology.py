@@ -8,7 +8,7 @@ position past index_topk (so the index keys arrived, not only the latent KV); ca
 the bill are the plain server's; and a side killed under streaming load leaves every request
 completed or failed fast with an OpenAI-shaped error, the ledger whole, and the supervisor and
 router serving again. The same topology by hand: scripts/launch/pd_topology.sh; the fault
-counts recorded in docs: scripts/pd_faults.py."""
+counts recorded in docs: scripts/record_pd_faults.py."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import pytest
 from plan_support import cfg
 from sglang_mx.plan.sim import build_groups, simulate
 from sglang_mx.plan.stepcost import LinearStepCost, Work
-from sglang_mx_lab.planner import calibrate as C
+from sglang_mx_lab.planner import step_fit as C
 
 TRUE = {
     "frontend": 0.006,

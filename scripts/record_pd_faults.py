@@ -6,7 +6,7 @@ completed / failed (fast, OpenAI-shaped) / hung / broken per fault, restart and 
 and ledger problems, into docs/results/pd-faults-cpu.json (the suite's test_pd_topology.py runs
 one round of each with the same code).
 
-    .venv/bin/python scripts/pd_faults.py --rounds 3 --streams 6
+    .venv/bin/python scripts/record_pd_faults.py --rounds 3 --streams 6
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         ),  # fmt: skip
         "what": "PD sides killed under streaming load through provider and sglang-router",
-        "command": "python scripts/pd_faults.py " + " ".join(sys.argv[1:]),
+        "command": "python scripts/record_pd_faults.py " + " ".join(sys.argv[1:]),
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "topology_start_s": round(start_s, 1),
         "totals": totals,

@@ -84,7 +84,7 @@ def decode(*ctx: int) -> np.ndarray:
 FRONT = np.array([1.0, 0, 0, 0, 0, 0])
 
 
-def _spec(name: str, n: int, arrival: str = "poisson", concurrency: int = 1) -> WorkloadSpec:
+def trace_spec(name: str, n: int, arrival: str = "poisson", concurrency: int = 1) -> WorkloadSpec:
     return WorkloadSpec.fixed(
         name,
         1,
@@ -98,26 +98,28 @@ def _spec(name: str, n: int, arrival: str = "poisson", concurrency: int = 1) -> 
     )
 
 
-def _req(rid: str, n: int, out: int, arrival: float | None) -> TraceRequest:
+def trace_request(rid: str, n: int, out: int, arrival: float | None) -> TraceRequest:
     return TraceRequest(rid, 0, 0, [(f"cal:{rid}", n)], out, 0, arrival)
 
 
 def lone_trace(name: str, n: int, repeats: int = LONE_REPEATS, out: int = LONE_OUT) -> Trace:
     """`repeats` prompts of `n` tokens (no two share a token run), sent one at a time."""
-    reqs = [_req(f"{name}-{i}", n, out, None) for i in range(repeats)]
-    return Trace(_spec(name, len(reqs), "concurrency", 1), 0, [], reqs)
+    reqs = [trace_request(f"{name}-{i}", n, out, None) for i in range(repeats)]
+    return Trace(trace_spec(name, len(reqs), "concurrency", 1), 0, [], reqs)
 
 
 def traces() -> dict[str, Trace]:
     """The calibration batches, each a trace bench's runner replays (and the simulator too)."""
     out = {f"lone{n}": lone_trace(f"lone{n}", n) for n in LONE_LENS}
     for b in DECODE_BATCHES:
-        reqs = [_req(f"decode{b}-{i}", DECODE_PROMPT, DECODE_OUT, None) for i in range(b)]
-        out[f"decode{b}"] = Trace(_spec(f"decode{b}", b, "concurrency", b), 0, [], reqs)
+        reqs = [trace_request(f"decode{b}-{i}", DECODE_PROMPT, DECODE_OUT, None) for i in range(b)]
+        out[f"decode{b}"] = Trace(trace_spec(f"decode{b}", b, "concurrency", b), 0, [], reqs)
     for k in BURSTS:
-        reqs = [_req(f"burst{k}-blocker", BLOCKER_LEN, BURST_OUT, 0.0)]
-        reqs += [_req(f"burst{k}-{i}", BURST_LEN, BURST_OUT, BURST_DELAY_S) for i in range(k)]
-        out[f"burst{k}"] = Trace(_spec(f"burst{k}", k + 1), 0, [], reqs)
+        reqs = [trace_request(f"burst{k}-blocker", BLOCKER_LEN, BURST_OUT, 0.0)]
+        reqs += [
+            trace_request(f"burst{k}-{i}", BURST_LEN, BURST_OUT, BURST_DELAY_S) for i in range(k)
+        ]
+        out[f"burst{k}"] = Trace(trace_spec(f"burst{k}", k + 1), 0, [], reqs)
     return out
 
 
@@ -150,7 +152,7 @@ def observations(results: dict[str, list[RequestResult]]) -> list[Observation]:
     return [o for o in obs if np.isfinite(o.measured)]
 
 
-def _nonneg_lstsq(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+def nonneg_lstsq(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Least squares with every term >= 0: refit without the terms that came out negative
     (a term a measurement cannot support is 0, not a negative time)."""
     keep = np.ones(a.shape[1], dtype=bool)
@@ -168,7 +170,7 @@ def fit(obs: list[Observation]) -> Calibration:
     a = np.array([o.features for o in obs], dtype=float)
     y = np.array([o.measured for o in obs], dtype=float)
     w = 1.0 / np.maximum(y, 1e-6)
-    x = _nonneg_lstsq(a * w[:, None], y * w)
+    x = nonneg_lstsq(a * w[:, None], y * w)
     t = dict(zip(TERMS, (float(v) for v in x), strict=True))
     return Calibration(cost_from_terms(t), t["frontend"], t, obs)
 

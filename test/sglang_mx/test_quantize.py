@@ -54,7 +54,8 @@ def test_experts_equal_reference_dequantization(quantized):
 
 def test_quantize_refuses_quantized_input(quantized, tmp_path, capsys):
     assert main(["quantize", str(quantized), str(tmp_path / "again")]) == 2
-    assert "already quantized" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "already quantized" in out.err and out.out == ""  # errors go to stderr (issue 43)
 
 
 def test_truncated_checkpoint_names_file_and_problem(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             args.src, args.dst, act_quant=act, fmt=args.format, layout=args.quark_layout
         )
     except (CheckpointError, ValueError) as e:
-        print(f"sglang-mx quantize: error: {e}")
+        print(f"sglang-mx quantize: error: {e}", file=sys.stderr)
         return 2
     print(
         f"quantized {r.quantized} tensors to MXFP4 ({args.format}), kept {r.kept}; "

@@ -44,6 +44,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+async def _data_lines(resp: httpx.Response) -> int:
+    """SSE `data:` lines of an httpx response, read line by line to its end."""
+    n = 0
+    async for line in resp.aiter_lines():
+        n += line.startswith("data:")
+    return n
+
+
 class H1Client:
     """What the provider runs: provider.upstream.Upstream (httpx API over h1.H1Transport)."""
 
@@ -58,11 +66,8 @@ class H1Client:
         await self.up.post_json("/v1/chat/completions", BODY)
 
     async def stream(self) -> int:
-        n = 0
         async with self.up.stream("/v1/chat/completions", STREAM_BODY) as resp:
-            async for line in resp.aiter_lines():
-                n += line.startswith("data:")
-        return n
+            return await _data_lines(resp)
 
     async def close(self) -> None:
         await self.up.close()
@@ -79,11 +84,8 @@ class HttpxClient:
         r.json()
 
     async def stream(self) -> int:
-        n = 0
         async with self.client.stream("POST", "/v1/chat/completions", json=STREAM_BODY) as r:
-            async for line in r.aiter_lines():
-                n += line.startswith("data:")
-        return n
+            return await _data_lines(r)
 
     async def close(self) -> None:
         await self.client.aclose()

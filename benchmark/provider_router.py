@@ -85,13 +85,17 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+# The printed table's columns: (header, the policy row's key, its format).
+COLUMNS = (("policy", "policy", "<14"), ("hit rate", "hit_rate", ">10.3f"),
+           ("req/s", "req_per_s", ">8.2f"), ("prompt tok/s", "prompt_tok_per_s", ">14.1f"),
+           ("p50 s", "p50_s", ">8.2f"), ("p99 s", "p99_s", ">8.2f"))  # fmt: skip
+
+
 def table(result: dict[str, Any]) -> None:
-    print(f"{'policy':14}{'hit rate':>10}{'req/s':>8}{'prompt tok/s':>14}{'p50 s':>8}{'p99 s':>8}")
+    """One line per routing policy under a header, in COLUMNS' widths."""
+    print("".join(f"{head:{fmt.split('.')[0]}}" for head, _, fmt in COLUMNS))
     for r in result["policies"]:
-        print(
-            f"{r['policy']:14}{r['hit_rate']:10.3f}{r['req_per_s']:8.2f}"
-            f"{r['prompt_tok_per_s']:14.1f}{r['p50_s']:8.2f}{r['p99_s']:8.2f}"
-        )
+        print("".join(f"{r[key]:{fmt}}" for _, key, fmt in COLUMNS))
 
 
 def main() -> int:

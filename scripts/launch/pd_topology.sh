@@ -16,6 +16,7 @@ PREFILL_PORT=${PREFILL_PORT:-30000}; DECODE_PORT=${DECODE_PORT:-30001}
 BOOTSTRAP_PORT=${BOOTSTRAP_PORT:-8998}; ROUTER_PORT=${ROUTER_PORT:-29000}
 PROVIDER_PORT=${PROVIDER_PORT:-8080}; DB=${DB:-provider.sqlite}; HOST=${HOST:-127.0.0.1}
 PY=${PYTHON:-python}
+source "$(dirname "$0")/provider_front.sh"
 $PY -c 'import mooncake.engine' 2>/dev/null \
   || { echo "no Mooncake transfer engine: run make setup (SGLANG_MX_PD=1 to insist)" >&2; exit 2; }
 # TCP on loopback: SGLang's wrapper reads MOONCAKE_PROTOCOL, the engine MC_FORCE_TCP.
@@ -54,15 +55,6 @@ $PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --pd-dis
   --prefill "http://$HOST:$PREFILL_PORT" "$BOOTSTRAP_PORT" --decode "http://$HOST:$DECODE_PORT" \
   > router.log 2>&1 &
 pids+=($!)
-until curl -sf "http://$HOST:$ROUTER_PORT/health" > /dev/null; do sleep 1; done
-echo "router http://$HOST:$ROUTER_PORT (PD) ready"
-
-if [ ! -s "$DB" ]; then
-  echo "first key (shown once):"
-  $PY -m sglang_mx.provider keys create --db "$DB" --name default
-fi
-$PY -m sglang_mx.provider provider --upstream "http://$HOST:$ROUTER_PORT" --pricing "$PRICING" \
-  --db "$DB" --host "$HOST" --port "$PROVIDER_PORT" &
-pids+=($!)
-echo "provider http://$HOST:$PROVIDER_PORT/v1 (Ctrl-C stops all)"
+router_ready "PD"
+start_provider
 wait

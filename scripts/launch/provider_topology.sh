@@ -8,6 +8,7 @@ MODEL=${1:?model path}; PRICING=${2:?pricing json}; N=${3:-2}; shift $(( $# < 3 
 BASE_PORT=${BASE_PORT:-30000}; ROUTER_PORT=${ROUTER_PORT:-29000}; PROVIDER_PORT=${PROVIDER_PORT:-8080}
 DB=${DB:-provider.sqlite}; POLICY=${POLICY:-cache_aware}; HOST=${HOST:-127.0.0.1}
 PY=${PYTHON:-python}
+source "$(dirname "$0")/provider_front.sh"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 
@@ -31,15 +32,6 @@ read -r -a router_flags <<< "$($PY -m sglang_mx.provider.launch router-flags)"
 $PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --policy "$POLICY" \
   "${router_flags[@]}" --worker-urls "${urls[@]}" > router.log 2>&1 &
 pids+=($!)
-until curl -sf "http://$HOST:$ROUTER_PORT/health" > /dev/null; do sleep 1; done
-echo "router http://$HOST:$ROUTER_PORT ($POLICY) ready"
-
-if [ ! -s "$DB" ]; then
-  echo "first key (shown once):"
-  $PY -m sglang_mx.provider keys create --db "$DB" --name default
-fi
-$PY -m sglang_mx.provider provider --upstream "http://$HOST:$ROUTER_PORT" --pricing "$PRICING" \
-  --db "$DB" --host "$HOST" --port "$PROVIDER_PORT" &
-pids+=($!)
-echo "provider http://$HOST:$PROVIDER_PORT/v1 (Ctrl-C stops all)"
+router_ready "$POLICY"
+start_provider
 wait

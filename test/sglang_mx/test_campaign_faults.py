@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -146,27 +147,31 @@ def test_deep_body_does_not_break_the_shrinker():
     assert _shrink_candidates(HostileRequest("/v1/completions", deep)) == []
 
 
+def _timed_server(
+    seen: list[HostileRequest], at_most: int, each_s: float
+) -> Callable[[HostileRequest], None]:
+    """A stand-in target that records each request in `seen`, takes `each_s` over it, and fails
+    the run once more than `at_most` arrive (the time budget should have ended it)."""
+
+    def serve(req: HostileRequest) -> None:
+        seen.append(req)
+        assert len(seen) <= at_most, "the budget did not end the run"
+        time.sleep(each_s)
+
+    return serve
+
+
 def test_time_budget_cuts_the_same_sequence_short():
     # The same seed and the same cap on examples (hypothesis schedules its generation by it);
     # only the time per request differs, as between a fast and a slow machine.
     fast: list[HostileRequest] = []
-
     # Each request takes at least 10 ms, so a 2 s budget allows at most 200 of them however
     # fast the machine generates (a bare append let a fast CI box reach 1,000 in 5 s).
-    def fast_server(req: HostileRequest) -> None:
-        fast.append(req)
-        assert len(fast) <= 200, "the budget did not end the run"
-        time.sleep(0.01)
-
+    fast_server = _timed_server(fast, 200, 0.01)
     sent = for_each_hostile(PROVIDER_ROUTES, TARGET, 10_000, SEED, fast_server, budget_s=2.0)
     assert sent == len(fast) > 5
     slow: list[HostileRequest] = []
-
-    def slow_server(req: HostileRequest) -> None:
-        slow.append(req)
-        assert len(slow) <= 10, "the budget did not end the run"
-        time.sleep(0.2)
-
+    slow_server = _timed_server(slow, 10, 0.2)
     sent = for_each_hostile(PROVIDER_ROUTES, TARGET, 10_000, SEED, slow_server, budget_s=1.0)
     assert 0 < sent == len(slow) <= 5
     assert slow == fast[:sent]

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from dsa_pool_support import PAGE, dsa_pool
+from dsa_pool_support import PAGE, decode_batch, dsa_pool, mx_dsa_backend, scattered_requests
 
 LAYERS = 2
 TOPK = 128
@@ -47,48 +47,12 @@ def test_index_key_pages_match_sglang_writer(pool):
     assert torch.equal(back, k_fp8.float() * k_scale.view(-1, 1))
 
 
-def _backend(pool, req_to_token, triton: bool, monkeypatch):
-    from sglang_mx.attention import mx_dsa
-
-    monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
-    runner = SimpleNamespace(
-        device="cpu",
-        req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
-        token_to_kv_pool=pool,
-        page_size=PAGE,
-    )
-    return mx_dsa.MxDsaAttnBackend(runner)
-
-
-def _decode_batch(seq_lens: list[int], req_to_token: torch.Tensor):
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-    mode = ForwardMode.DECODE
-    rows = torch.arange(len(seq_lens))
-    last = torch.tensor([int(req_to_token[r, n - 1]) for r, n in enumerate(seq_lens)])
-    return SimpleNamespace(
-        forward_mode=mode,
-        seq_lens=torch.tensor(seq_lens),
-        seq_lens_cpu=torch.tensor(seq_lens),
-        req_pool_indices=rows,
-        out_cache_loc=last,
-    )
-
-
 def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     from sglang_mx.attention import index_k_pages
 
     torch.manual_seed(1)
     seq_lens = [100, 200, 300]  # one dense (< top-k), two sparse
-    # Requests own scattered whole pages, as SGLang's page allocator hands them out.
-    pages = torch.randperm(pool.size // PAGE - 1)[: sum(-(-n // PAGE) for n in seq_lens)] + 1
-    req_to_token = torch.zeros(len(seq_lens), 512, dtype=torch.int32)
-    used = 0
-    for r, n in enumerate(seq_lens):
-        k = -(-n // PAGE)
-        slots = (pages[used : used + k, None] * PAGE + torch.arange(PAGE)).flatten()
-        req_to_token[r, : k * PAGE] = slots.to(torch.int32)
-        used += k
+    req_to_token = scattered_requests(pool, seq_lens)
     layer = SimpleNamespace(layer_id=0, tp_q_head_num=4, v_head_dim=512, scaling=128**-0.5)
     kv = pool.get_key_buffer(0)
     kv.copy_(torch.randn_like(kv))
@@ -96,13 +60,13 @@ def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     all_slots = req_to_token[req_to_token > 0].long()
     index_k_pages.store(buf, all_slots, torch.randn(len(all_slots), 128), PAGE)
 
-    batch = _decode_batch(seq_lens, req_to_token)
+    batch = decode_batch(seq_lens, req_to_token)
     q_index = torch.randn(3, 4, 128)
     weights = torch.rand(3, 4)
     q = torch.randn(3, 4 * 576)
     outs = {}
     for triton in (False, True):
-        backend = _backend(pool, req_to_token, triton, monkeypatch)
+        backend = mx_dsa_backend(pool, req_to_token, triton, monkeypatch)
         backend.init_forward_metadata(batch)
         assert (backend.table is not None) == triton
         topk = backend.index_topk(q_index, weights, buf, batch, TOPK)

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from dsa_pool_support import PAGE
+from dsa_pool_support import PAGE, decode_batch, mx_dsa_backend, scattered_requests
 
 LAYERS = 1
 TOPK = 128
@@ -142,45 +142,6 @@ def test_layout_of_the_pools_sglang_builds():
         latent_cache.layout_of(odd)
 
 
-def _requests(pool, seq_lens):
-    """req_to_token rows over scattered whole pages (SGLang's page allocator), and all slots."""
-    pages = torch.randperm(pool.size // PAGE - 1)[: sum(-(-n // PAGE) for n in seq_lens)] + 1
-    req_to_token = torch.zeros(len(seq_lens), 512, dtype=torch.int32)
-    used = 0
-    for r, n in enumerate(seq_lens):
-        k = -(-n // PAGE)
-        slots = (pages[used : used + k, None] * PAGE + torch.arange(PAGE)).flatten()
-        req_to_token[r, : k * PAGE] = slots.to(torch.int32)
-        used += k
-    return req_to_token
-
-
-def _backend(pool, req_to_token, triton: bool, monkeypatch):
-    from sglang_mx.attention import mx_dsa
-
-    monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
-    runner = SimpleNamespace(
-        device="cpu",
-        req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
-        token_to_kv_pool=pool,
-        page_size=PAGE,
-    )
-    return mx_dsa.MxDsaAttnBackend(runner)
-
-
-def _decode_batch(seq_lens, req_to_token):
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-    last = torch.tensor([int(req_to_token[r, n - 1]) for r, n in enumerate(seq_lens)])
-    return SimpleNamespace(
-        forward_mode=ForwardMode.DECODE,
-        seq_lens=torch.tensor(seq_lens),
-        seq_lens_cpu=torch.tensor(seq_lens),
-        req_pool_indices=torch.arange(len(seq_lens)),
-        out_cache_loc=last,
-    )
-
-
 WRITES = {  # layout name -> (kv_cache_dim, on HIP, latent dtype the model hands over)
     "packed-bf16": (656, False, torch.bfloat16),
     "packed-fp32": (656, False, torch.float32),  # --dtype float32: rope tail must go bf16
@@ -215,7 +176,7 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
     layout = latent_cache.layout_of(pool)
     assert layout.packed == (dim == 656)
     seq_lens = [100, 200, 300]  # one dense (< top-k), two sparse
-    req_to_token = _requests(pool, seq_lens)
+    req_to_token = scattered_requests(pool, seq_lens)
     slots = req_to_token[req_to_token > 0].long()
     k = _latent(len(slots), dtype)
     layer = SimpleNamespace(layer_id=0, tp_q_head_num=4, v_head_dim=512, scaling=128**-0.5)
@@ -231,14 +192,14 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
 
     buf = pool.get_index_k_with_scale_buffer(0)
     index_k_pages.store(buf, slots, torch.randn(len(slots), 128), PAGE)
-    batch = _decode_batch(seq_lens, req_to_token)
+    batch = decode_batch(seq_lens, req_to_token)
     q_index, weights = torch.randn(3, 4, 128), torch.rand(3, 4)
     q = torch.randn(3, 4 * 576)
     table = dsa_triton.block_table(req_to_token, PAGE)
     cache = dsa_triton.paged_latent(kv, PAGE)
     seq = torch.tensor(seq_lens, dtype=torch.int32)
     for triton in (False, True):
-        backend = _backend(pool, req_to_token, triton, monkeypatch)
+        backend = mx_dsa_backend(pool, req_to_token, triton, monkeypatch)
         backend.init_forward_metadata(batch)
         topk = backend.index_topk(q_index, weights, buf, batch, TOPK)
         for sel in (None, topk):

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from sglang_mx_lab.testing.campaign import for_each_hostile
-from sglang_mx_lab.testing.hostile import SGLANG_ROUTES, HostileRequest, Target, attack
+from sglang_mx_lab.testing.campaign import assert_no_hostile_request_fails
+from sglang_mx_lab.testing.hostile import HostileRequest, Target, attack
 
 pytestmark = [pytest.mark.server, pytest.mark.session_servers]
 
@@ -64,17 +63,10 @@ def test_bounded_campaign(server, attention):
     info = httpx.get(server + "/get_server_info", timeout=30).json()
     assert (info["attention_backend"], info["page_size"]) == attention
     target = _target(server)
-    with httpx.Client(timeout=60) as client:
-
-        def one(req):
-            out = attack(client, server, req, server)
-            assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
-
-        t0 = time.monotonic()
-        sent = for_each_hostile(
-            SGLANG_ROUTES, target, MAX_CASES, CAMPAIGN_SEED, one, CAMPAIGN_S, MIN_CASES
-        )
-    print(f"{sent} hostile requests in {time.monotonic() - t0:.0f} s against {target.model}")
+    sent, took = assert_no_hostile_request_fails(
+        server, target, MAX_CASES, CAMPAIGN_SEED, CAMPAIGN_S, MIN_CASES
+    )
+    print(f"{sent} hostile requests in {took:.0f} s against {target.model}")
     assert sent >= MIN_CASES
 
 

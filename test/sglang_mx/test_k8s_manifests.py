@@ -50,6 +50,27 @@ def definition_errors(obj: object, definition: str, version: str) -> list[str]:
     return [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(obj)]
 
 
+def unknown_fields(obj: dict, where: str, known: set[str]) -> list[str]:
+    """One problem per field of `obj` (at `where`) that its Go type does not have."""
+    return [f"{where}: unknown field {f}" for f in sorted(set(obj) - known)]
+
+
+def count_problems(obj: dict, where: str, name: str, least: int, note: str = "") -> list[str]:
+    """The problem with `obj[name]` unless it is a whole number >= `least` (absent: 1, the Go
+    default of both LWS counts)."""
+    n = obj.get(name, 1)
+    if not isinstance(n, int) or isinstance(n, bool) or n < least:
+        return [f"{where}.{name} {n!r}{note}"]
+    return []
+
+
+def policy_problems(obj: dict, where: str, name: str, default: str, allowed: set[str]) -> list[str]:
+    """The problem with `obj[name]` unless it is one of `allowed` (absent: the Go `default`)."""
+    if obj.get(name, default) not in allowed:
+        return [f"{where}.{name} {obj.get(name)!r}"]
+    return []
+
+
 def lws_problems(doc: dict, version: str) -> list[str]:
     """What is wrong with a LeaderWorkerSet, by its Go types and the core schemas it embeds."""
     out = []
@@ -60,21 +81,16 @@ def lws_problems(doc: dict, version: str) -> list[str]:
     out += definition_errors(doc.get("metadata"), "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
                              version)  # fmt: skip
     spec = doc.get("spec") or {}
-    out += [f"spec: unknown field {f}" for f in sorted(set(spec) - LWS_SPEC)]
-    replicas = spec.get("replicas", 1)
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        out.append(f"spec.replicas {replicas!r}")
-    if spec.get("startupPolicy", "LeaderCreated") not in LWS_STARTUP:
-        out.append(f"spec.startupPolicy {spec.get('startupPolicy')!r}")
+    out += unknown_fields(spec, "spec", LWS_SPEC)
+    out += count_problems(spec, "spec", "replicas", 0)
+    out += policy_problems(spec, "spec", "startupPolicy", "LeaderCreated", LWS_STARTUP)
     tpl = spec.get("leaderWorkerTemplate")
     if not isinstance(tpl, dict):
         return [*out, "spec.leaderWorkerTemplate missing"]
-    out += [f"leaderWorkerTemplate: unknown field {f}" for f in sorted(set(tpl) - LWS_TEMPLATE)]
-    size = tpl.get("size", 1)
-    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-        out.append(f"leaderWorkerTemplate.size {size!r} (at least 1: the leader)")
-    if tpl.get("restartPolicy", "RecreateGroupOnPodRestart") not in LWS_RESTART:
-        out.append(f"leaderWorkerTemplate.restartPolicy {tpl.get('restartPolicy')!r}")
+    where = "leaderWorkerTemplate"
+    out += unknown_fields(tpl, where, LWS_TEMPLATE)
+    out += count_problems(tpl, where, "size", 1, " (at least 1: the leader)")
+    out += policy_problems(tpl, where, "restartPolicy", "RecreateGroupOnPodRestart", LWS_RESTART)
     if "workerTemplate" not in tpl:
         out.append("leaderWorkerTemplate.workerTemplate missing (required)")
     for key in ("leaderTemplate", "workerTemplate"):

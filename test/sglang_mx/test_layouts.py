@@ -11,8 +11,6 @@ KV + EAGLE server with no 5xx and no dead worker."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 from sglang_mx.seam.cpu_binding import BIND_ENV
@@ -88,23 +86,16 @@ def test_multi_step_drafts_are_accepted_beyond_the_first(served):
 
 
 def test_hostile_campaign_against_dp_attention_fp8_eagle(servers):
-    from sglang_mx_lab.testing.campaign import for_each_hostile
-    from sglang_mx_lab.testing.hostile import SGLANG_ROUTES, Target, attack
+    from sglang_mx_lab.testing.campaign import assert_no_hostile_request_fails
+    from sglang_mx_lab.testing.hostile import Target
 
     url = servers["recipe:mi355x-tp8-dpattn"].base_url
     served = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]
     info = httpx.get(url + "/get_model_info", timeout=30).json()
     target = Target(served["id"], info["vocab_size"], info["context_length"])
-    with httpx.Client(timeout=60) as client:
-
-        def one(req):
-            out = attack(client, url, req, url)
-            assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
-
-        t0 = time.monotonic()
-        sent = for_each_hostile(
-            SGLANG_ROUTES, target, 100_000, CAMPAIGN_SEED, one, CAMPAIGN_S, MIN_CASES
-        )
-    print(f"{sent} hostile requests in {time.monotonic() - t0:.0f} s (DP attention + FP8 + EAGLE)")
+    sent, took = assert_no_hostile_request_fails(
+        url, target, 100_000, CAMPAIGN_SEED, CAMPAIGN_S, MIN_CASES
+    )
+    print(f"{sent} hostile requests in {took:.0f} s (DP attention + FP8 + EAGLE)")
     assert sent >= MIN_CASES
     assert L.greedy(url, L.PROMPTS[0])["output_ids"]  # still serving

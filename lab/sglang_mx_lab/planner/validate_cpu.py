@@ -55,9 +55,27 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def _measure(spec, cfg: RunConfig, tokens, slo: Slo) -> dict:
+def measure_point(spec, cfg: RunConfig, tokens, slo_s: float) -> dict:
+    """One sweep point's run summary, held to TTFT p95 <= slo_s."""
     trace = generate(spec)
+    slo = Slo(ttft_p95_s=slo_s, ttft_s=slo_s)
     return run_trace(trace, materialize(trace, tokens), cfg, tokens, slo).summary
+
+
+def sweep_rates(rates: list[float], spec: WorkloadSpec, measure) -> list[dict]:
+    """Both validations' measured sweep: `measure(rate, point)` at each rate of `spec`, in
+    order, each summary printed as it comes; [{"x": rate, "summary": ...}]."""
+    measured = []
+    for rate, point in zip(rates, sweep_specs(spec, "rate", rates), strict=True):
+        summary = measure(rate, point)
+        measured.append({"x": rate, "summary": summary})
+        print(
+            f"rate {rate}: measured TTFT p50 {summary['ttft_s']['p50']:.3f} s p95 "
+            f"{summary['ttft_s']['p95']:.3f} s, ITL p50 {summary['itl_s']['p50']:.3f} s, "
+            f"load {loadavg()}",
+            file=sys.stderr,
+        )
+    return measured
 
 
 def calibrate_live(cfg: RunConfig, tokens) -> step_fit.Calibration:
@@ -247,15 +265,7 @@ def _validate(base_url: str, model_dir, args, t_start: float) -> int:
     args.out.write_text(json.dumps(result, indent=1, default=str))  # prediction frozen first
     load["sweep_start"] = loadavg()
     t1 = time.time()
-    measured = []
-    for rate, point in zip(rates, sweep_specs(spec, "rate", rates), strict=True):
-        summary = _measure(point, cfg, tokens, Slo(ttft_p95_s=slo_s, ttft_s=slo_s))
-        measured.append({"x": rate, "summary": summary})
-        print(
-            f"rate {rate}: measured TTFT p50 {summary['ttft_s']['p50']:.3f} s, ITL p50 "
-            f"{summary['itl_s']['p50']:.3f} s, load {loadavg()}",
-            file=sys.stderr,
-        )
+    measured = sweep_rates(rates, spec, lambda _, p: measure_point(p, cfg, tokens, slo_s))
     load["sweep_end"] = loadavg()
     result.update(
         {

@@ -31,12 +31,9 @@ from pathlib import Path
 
 import httpx
 from sglang_mx.bench.limits import fetch_limits
-from sglang_mx.bench.metrics import Slo
-from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
+from sglang_mx.bench.runner import RunConfig
 from sglang_mx.bench.stamp import stamp
-from sglang_mx.bench.sweep import sweep_specs
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.workload import WorkloadSpec
 
 from sglang_mx_lab.planner import pd_decode, pd_live, preregister
@@ -54,8 +51,10 @@ from sglang_mx_lab.planner.validate_cpu import (
     compare,
     loadavg,
     markdown,
+    measure_point,
     plot,
     scheduler_config,
+    sweep_rates,
 )
 
 OUT = Path("docs/results/planner-validation-pd-cpu.json")
@@ -351,20 +350,14 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
     sweep_started_at = preregister.now()
     load["sweep_start"] = loadavg()
     t1 = time.time()
-    measured = []
-    for rate, point in zip(rates, sweep_specs(spec, "rate", rates), strict=True):
+
+    def measure(rate: float, point) -> dict:
         wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, f"rate {rate}")
         load[f"rate {rate} start"] = loadavg()
         flush(*urls)
-        trace = generate(point)
-        slo = Slo(ttft_p95_s=slo_s, ttft_s=slo_s)
-        summary = run_trace(trace, materialize(trace, tokens), cfg, tokens, slo).summary
-        measured.append({"x": rate, "summary": summary})
-        print(
-            f"rate {rate}: TTFT p50 {summary['ttft_s']['p50']:.3f} s p95 "
-            f"{summary['ttft_s']['p95']:.3f} s, load {loadavg()}",
-            file=sys.stderr,
-        )
+        return measure_point(point, cfg, tokens, slo_s)
+
+    measured = sweep_rates(rates, spec, measure)
     load["sweep_end"] = loadavg()
     by_model = {k: compare(v, measured, slo_s) for k, v in predicted.items()}
     c = by_model[placed.name]

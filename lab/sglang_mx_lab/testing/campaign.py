@@ -220,6 +220,24 @@ def for_each_hostile(
     return done
 
 
+def assert_no_hostile_request_fails(
+    url: str, target: Target, n: int, seed: int, budget_s: float, min_n: int
+) -> tuple[int, float]:
+    """The suite's bounded campaign against a live server: every generated hostile request to
+    SGLang's routes (for_each_hostile) answered as it should be, else an AssertionError naming
+    the request and the answer. Returns (requests sent, seconds)."""
+
+    with httpx.Client(timeout=60) as client:
+
+        def one(req: HostileRequest) -> None:
+            out = attack(client, url, req, url)
+            assert not out.failed, f"{out.failure}: {req} -> {out.status} {out.text[:300]}"
+
+        t0 = time.monotonic()
+        sent = for_each_hostile(SGLANG_ROUTES, target, n, seed, one, budget_s, min_n)
+    return sent, time.monotonic() - t0
+
+
 def save_regression(crash: Crash, out_dir: Path, model: str) -> Path:
     """A replayable JSON case; the served model's name is a placeholder."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -66,36 +66,22 @@ def audit(
     u_out = sum(r.completion_tokens for r in usage)
     u_cached = sum(r.cached_tokens for r in usage)
 
-    with_ids = [r for r in usage if r.client_prompt_tokens is not None]
-    if with_ids:
-        rows.append(
-            _row(
-                "prompt tokens: client vs usage",
-                "prompt",
-                sum(r.client_prompt_tokens for r in with_ids),
-                sum(r.prompt_tokens for r in with_ids),
-                tolerance,
-                "client",
-                "usage",
-            )
-        )
-    else:
-        skipped.append("client prompt count (text or chat prompts: the template adds tokens)")
-    counted = [r for r in usage if r.client_completion_tokens is not None]
-    if counted:
-        rows.append(
-            _row(
-                "output tokens: client re-encoded vs usage",
-                "output",
-                sum(r.client_completion_tokens for r in counted),
-                sum(r.completion_tokens for r in counted),
-                retokenize_tolerance,
-                "client",
-                "usage",
-            )
-        )
-    else:
-        skipped.append("client output count (no tokenizer or no streamed text)")
+    # The client's own counts against usage, over the requests the client counted:
+    # (check, what, the client's count, usage's count, tolerance, why it is skipped).
+    for name, what, client, counted_as, tol, why_not in (
+        ("prompt tokens: client vs usage", "prompt", "client_prompt_tokens", "prompt_tokens",
+         tolerance, "client prompt count (text or chat prompts: the template adds tokens)"),
+        ("output tokens: client re-encoded vs usage", "output", "client_completion_tokens",
+         "completion_tokens", retokenize_tolerance,
+         "client output count (no tokenizer or no streamed text)"),
+    ):  # fmt: skip
+        counted = [r for r in usage if getattr(r, client) is not None]
+        if not counted:
+            skipped.append(why_not)
+            continue
+        mine = sum(getattr(r, client) for r in counted)
+        theirs = sum(getattr(r, counted_as) for r in counted)
+        rows.append(_row(name, what, mine, theirs, tol, "client", "usage"))
     for name, mine in (
         ("prompt_tokens", u_prompt),
         ("generation_tokens", u_out),

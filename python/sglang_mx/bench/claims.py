@@ -95,6 +95,19 @@ def _any(v) -> str | None:
     return None
 
 
+# workload fields that are WorkloadSpec's (Claim.spec passes them on): field -> (required, check)
+SPEC_FIELDS: dict[str, tuple[bool, object]] = {
+    "input_len": (False, _length),
+    "output_len": (False, _length),
+    "hit_rate": (False, _hit),
+    "prefix_groups": (False, _pos_int),
+    "turns": (False, _pos_int),
+    "num_requests": (False, _pos_int),
+    "arrival": (False, _choice("poisson", "fixed-rate", "concurrency")),
+    "rate": (False, _pos_num),
+    "concurrency": (False, _pos_int),
+    "seed": (False, _any),
+}
 # section -> field -> (required, check)
 SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
     "": {
@@ -108,16 +121,7 @@ SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
     "hardware": {"name": (True, _str), "gpus": (True, _pos_int), "node": (False, _str)},
     "engine": {"name": (True, _str), "version": (False, _any), "flags": (False, _str)},
     "workload": {
-        "input_len": (False, _length),
-        "output_len": (False, _length),
-        "hit_rate": (False, _hit),
-        "prefix_groups": (False, _pos_int),
-        "turns": (False, _pos_int),
-        "num_requests": (False, _pos_int),
-        "arrival": (False, _choice("poisson", "fixed-rate", "concurrency")),
-        "rate": (False, _pos_num),
-        "concurrency": (False, _pos_int),
-        "seed": (False, _any),
+        **SPEC_FIELDS,
         "trace": (False, _str),
         "trace_format": (False, _str),
         "notes": (False, _str),
@@ -195,11 +199,7 @@ class Claim:
 
     def spec(self) -> WorkloadSpec:
         """The claimed workload (unused for a trace claim, whose file is the workload)."""
-        w = {
-            k: v
-            for k, v in self.raw["workload"].items()
-            if k not in ("trace", "trace_format", "notes")
-        }
+        w = {k: v for k, v in self.raw["workload"].items() if k in SPEC_FIELDS}
         for key in ("input_len", "output_len"):
             if key in w:
                 w[key] = LengthDist.parse(w[key])

@@ -12,6 +12,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from sglang_mx.bench.selfcheck import Background
+
 # our name -> the metric names that mean it (summed over their label sets)
 COUNTERS = {
     "prompt_tokens": ("sglang:prompt_tokens_total", "vllm:prompt_tokens_total"),
@@ -85,7 +87,7 @@ def counter_delta(before: dict[str, float] | None, after: dict[str, float] | Non
 
 
 @dataclass
-class GaugeSampler:
+class GaugeSampler(Background):
     """Polls the load gauges every `interval_s` while a run goes; `summary()` gives mean and max
     of each (the server updates them once per scheduler step or log interval)."""
 
@@ -104,17 +106,6 @@ class GaugeSampler:
             self.engine = engine_of(raw)
             self.samples.append({"t": time.perf_counter(), **pick(raw, GAUGES)})
             await asyncio.sleep(self.interval_s)
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
 
     def summary(self) -> dict:
         out: dict = {"engine": self.engine, "samples": len(self.samples)}

@@ -30,18 +30,14 @@ CPU_LIMIT = 0.90
 NEAR_CEILING = 0.80
 
 
-@dataclass
-class LoopProbe:
-    """Measures how late the event loop wakes a sleeper, while a run goes."""
+class Background:
+    """A coroutine `_loop` run as a task beside a run: `start()` launches it, `stop()` cancels it
+    and waits for it to end. Subclasses hold the task in a `_task` field (None until started)."""
 
-    late: list[float] = field(default_factory=list)
-    _task: asyncio.Task | None = None
+    _task: asyncio.Task | None
 
     async def _loop(self) -> None:
-        while True:
-            t = time.perf_counter()
-            await asyncio.sleep(PROBE_S)
-            self.late.append(max(0.0, time.perf_counter() - t - PROBE_S))
+        raise NotImplementedError
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -53,6 +49,20 @@ class LoopProbe:
                 await self._task
             except asyncio.CancelledError:
                 pass
+
+
+@dataclass
+class LoopProbe(Background):
+    """Measures how late the event loop wakes a sleeper, while a run goes."""
+
+    late: list[float] = field(default_factory=list)
+    _task: asyncio.Task | None = None
+
+    async def _loop(self) -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(PROBE_S)
+            self.late.append(max(0.0, time.perf_counter() - t - PROBE_S))
 
 
 @dataclass

@@ -17,9 +17,19 @@ import json
 import sqlite3
 from pathlib import Path
 
-from sglang_mx.bench.traces_public import Row, Rows, TraceFormatError, _int, _scaled
+from sglang_mx.bench.traces_public import (
+    Row,
+    Rows,
+    TraceFormatError,
+    _int,
+    _jsonl_rows,
+    _require,
+    _scaled,
+)
 
 EXPORT_VERSION = 1
+# the fields the reader needs in every row (a row without one is refused)
+LEDGER_FIELDS = ("key", "created", "prompt_tokens", "cached_tokens", "completion_tokens")
 
 
 def _hashed(key_id: str) -> str:
@@ -60,19 +70,10 @@ def export_ledger(db_path: str | Path, out: str | Path, since: float = 0.0) -> i
 def read_ledger(path: Path, length_scale: float = 1.0) -> Rows:
     out = Rows(note="shared prefixes rebuilt per key from the recorded cached counts")
     t0 = None
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{i}"
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(f"{where}: not JSON ({exc.msg})") from None
+    for i, where, d in _jsonl_rows(path):
         if "ledger_export" in d:
             continue
-        for name in ("key", "created", "prompt_tokens", "cached_tokens", "completion_tokens"):
-            if name not in d:
-                raise TraceFormatError(f"{where}: ledger row has no {name!r}")
+        _require(d, where, "ledger", LEDGER_FIELDS)
         try:
             t = float(d["created"])
         except (TypeError, ValueError):

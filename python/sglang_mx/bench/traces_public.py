@@ -56,6 +56,26 @@ def _scaled(n: int, factor: float) -> int:
     return max(1, int(n * factor))
 
 
+def _jsonl_rows(path: Path):
+    """(line number, "path:line", parsed object) of each non-blank line of a JSONL file."""
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{i}"
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(f"{where}: not JSON ({exc.msg})") from None
+        yield i, where, d
+
+
+def _require(d: dict, where: str, kind: str, names: tuple[str, ...]) -> None:
+    """A TraceFormatError naming the first of `names` the `kind` row `d` lacks."""
+    for name in names:
+        if name not in d:
+            raise TraceFormatError(f"{where}: {kind} row has no {name!r}")
+
+
 def mooncake_segments(hash_ids: list, input_len: int, block: int) -> list[tuple[str, int]]:
     """One segment per hash id (`block` tokens; the last one what remains of `input_len`), and a
     unique tail when the prompt is longer than its blocks."""
@@ -75,17 +95,8 @@ def read_mooncake(path: Path, length_scale: float = 1.0) -> Rows:
     if length_scale != 1.0:
         out.note = f"hash_ids as {block}-token blocks ({MOONCAKE_BLOCK} x {length_scale:.4g})"
     t0 = None
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{i}"
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(f"{where}: not JSON ({exc.msg})") from None
-        for name in ("timestamp", "input_length", "output_length", "hash_ids"):
-            if name not in d:
-                raise TraceFormatError(f"{where}: mooncake row has no {name!r}")
+    for i, where, d in _jsonl_rows(path):
+        _require(d, where, "mooncake", ("timestamp", "input_length", "output_length", "hash_ids"))
         if not isinstance(d["hash_ids"], list):
             raise TraceFormatError(f"{where}: hash_ids must be a list of ids")
         ts = _int(d["timestamp"], where, "timestamp")

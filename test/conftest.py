@@ -14,6 +14,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # two pytest-xdist workers on two cores, and OpenMP teams spin-waiting for a core another
 # process holds slowed a server's decode by 10x or more.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A 32k-token KV pool for the suite's servers (sglang_mx_lab.testing.server.POOL_ENV): the
+# platform's 131k-token default is 0.4 GB (bf16) to 1.1 GB (float32) more per server, and with
+# several servers up at once on each worker a CI run had a scheduler OOM-killed (2026-12-04).
+os.environ.setdefault("SGLANG_MX_TEST_POOL_TOKENS", "32768")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -149,14 +153,33 @@ def pytest_xdist_make_scheduler(config, log):
     return SuiteScheduling(config, log)
 
 
-def _session_server(model, args):
+# Session servers by work unit, stopped when a worker leaves their unit (below) rather than at
+# the end of the session: otherwise three idle servers (2-3 GB each) sit through the rest of it.
+_UNIT_SERVERS: dict[str, list] = {}
+
+
+def _session_server(unit, model, args):
     from sglang_mx_lab.testing.server import start_server
 
     handle = start_server(model, args)
+    _UNIT_SERVERS.setdefault(unit, []).append(handle)
     try:
         yield handle
     finally:
         handle.stop(wait=False)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """On an xdist worker a unit's tests run together (`_order_for_workers`), so the unit's
+    session servers go once its last test is done; a later request for one would get a stopped
+    server, which the collection check rules out. Without xdist they live to the end."""
+    if not hasattr(item.config, "workerinput"):
+        return
+    unit = work_unit(item.nodeid)
+    if unit in _UNIT_SERVERS and (nextitem is None or work_unit(nextitem.nodeid) != unit):
+        for handle in _UNIT_SERVERS.pop(unit):
+            handle.stop(wait=False)
 
 
 @pytest.fixture(scope="session")
@@ -166,7 +189,7 @@ def mxfp4_server_handle():
 
     # --enable-metrics: the bench token audit reads SGLang's Prometheus counters
     yield from _session_server(
-        bundled_model_path("mxfp4"), ["--enable-cache-report", "--enable-metrics"]
+        MXFP4_UNIT, bundled_model_path("mxfp4"), ["--enable-cache-report", "--enable-metrics"]
     )
 
 
@@ -182,7 +205,7 @@ def default_server_handle():
     MXFP4 model: mx_dsa attention, MLA + DSA, page 64, chunked prefill), shared by the session."""
     from sglang_mx_lab.testing.server import default_serve_args
 
-    yield from _session_server(*default_serve_args())
+    yield from _session_server(GLM5_UNIT, *default_serve_args())
 
 
 @pytest.fixture(scope="session")
@@ -193,7 +216,7 @@ def mtp_server_handle():
     from sglang_mx_lab.testing.server import default_serve_args
 
     model, args = default_serve_args()
-    yield from _session_server(model, [*args, *MTP_ARGS])
+    yield from _session_server(GLM5_UNIT, model, [*args, *MTP_ARGS])
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,10 @@ import httpx
 from sglang_mx_lab.testing.liveness import wait_generating
 
 STARTUP_TIMEOUT_S = 300.0
+# KV pool (tokens) for every server started here when this is set and the caller names none: the
+# suite sets it (test/conftest.py), so its many concurrent servers do not each hold the
+# platform's 131,072-token pool; the lab's validators, run by hand, leave it unset.
+POOL_ENV = "SGLANG_MX_TEST_POOL_TOKENS"
 _EXC_LINE = re.compile(r"^(\w+(?:Error|Exception|Interrupt)): (.*)$")
 
 
@@ -125,6 +129,9 @@ def default_serve_args() -> tuple[str, list[str]]:
 
 
 def server_command(model_path: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
+    pool = os.environ.get(POOL_ENV)
+    if pool and "--max-total-tokens" not in extra_args:
+        extra_args = [*extra_args, "--max-total-tokens", pool]
     return [
         sys.executable,
         "-m",

@@ -151,7 +151,7 @@ def main() -> int:
                     help="re-time the guards only; update that section of --out")  # fmt: skip
     args = ap.parse_args()
 
-    from sglang_mx.report import versions
+    from sglang_mx.machine_info import versions
 
     latency = guard_latency(args.iters)
     if args.latency_only:

@@ -12,7 +12,7 @@ router_ready() {
 start_provider() {
   if [ ! -s "$DB" ]; then
     echo "first key (shown once):"
-    $PY -m sglang_mx.provider keys create --db "$DB" --name default
+    $PY -m sglang_mx.provider provider keys create --db "$DB" --name default
   fi
   $PY -m sglang_mx.provider provider --upstream "http://$HOST:$ROUTER_PORT" --pricing "$PRICING" \
     --db "$DB" --host "$HOST" --port "$PROVIDER_PORT" &

@@ -73,9 +73,9 @@ MOE_PATHS = {
 @pytest.mark.parametrize("backend", sorted(MOE_PATHS))
 def test_info_reports_the_moe_path_that_dispatches(backend, monkeypatch):
     from sgl_kernel_rocm.moe import resolve_backend
+    from sglang_mx.machine_info import kernel_paths
     from sglang_mx.quant.moe_method import MxFp4MoEMethod
     from sglang_mx.quant.scheme import MxScheme
-    from sglang_mx.report import kernel_paths
 
     monkeypatch.setenv("SGLANG_MX_MOE_BACKEND", backend)
     reported = kernel_paths()[MOE_ROW]
@@ -177,3 +177,27 @@ def test_one_workload_flag_across_bench_plan_and_roofline(name, tmp_path, capsys
                  ["plan", "--workload", "20x", "--rates", "1"]):  # fmt: skip
         assert main(argv) == 2
         assert "workload '20x': use a preset" in capsys.readouterr().err
+
+
+def test_keys_under_provider_and_the_old_top_level_spelling(tmp_path, capsys):
+    """Issue 43: keys belong to the provider (`provider keys create|list|revoke`); the top-level
+    `keys` still works and notes the new name; `provider` alone still asks for what it serves
+    with; a refused revoke is an error on stderr."""
+    db = str(tmp_path / "p.sqlite")
+    assert main(["provider", "keys", "create", "--db", db, "--name", "alpha"]) == 0
+    out, err = capsys.readouterr()
+    key_id = out.split()[1]
+    assert out.splitlines()[1].startswith("sk-") and err == ""
+    assert main(["keys", "create", "--db", db, "--name", "beta"]) == 0
+    assert "`keys` is now `provider keys`" in capsys.readouterr().err
+    assert main(["provider", "keys", "list", "--db", db]) == 0
+    listed = capsys.readouterr().out
+    assert "alpha" in listed and "beta" in listed and "sk-" not in listed
+    assert main(["provider", "keys", "revoke", "--db", db, key_id]) == 0
+    assert main(["provider", "keys", "revoke", "--db", db, key_id]) == 1
+    out, err = capsys.readouterr()
+    assert f"no active key {key_id}" in err and "no active key" not in out
+    with pytest.raises(SystemExit) as exc:
+        main(["provider", "--db", db])
+    assert exc.value.code == 2
+    assert "required: --upstream, --pricing" in capsys.readouterr().err

@@ -3,17 +3,17 @@
 Against a server that does no work (`python benchmark/null_upstream.py PORT
 --stream-max-tokens`: every streamed request gets its max_tokens at once), the runner sends
 open-loop fixed-rate steps of doubling rate, each STEP_S long, until a step's median schedule lag
-reaches LAG_LIMIT_S (1 ms), its p99 selfcheck.LAG_LIMIT_S (10 ms), or it delivers under 90% of
+reaches LAG_LIMIT_S (1 ms), its p99 client_check.LAG_LIMIT_S (10 ms), or it delivers under 90% of
 its target rate. The ceiling is the last step that passed: requests/s and streamed tokens/s
 this client sustains on time. The 1 ms limit is on the median: on a shared 2-core box a p99
 under 1 ms is out of reach even at 10 req/s (0.6 ms median, 2.9 ms p99 measured 2026-12-01).
-`bench run --calibration FILE` then flags a run that comes near the ceiling (selfcheck.py)."""
+`bench run --calibration FILE` then flags a run that comes near the ceiling (client_check.py)."""
 
 from __future__ import annotations
 
 import sys
 
-from sglang_mx.bench import selfcheck
+from sglang_mx.bench import client_check
 from sglang_mx.bench.runner import RunConfig, run_trace
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.capacity.workload import WorkloadSpec
@@ -73,7 +73,7 @@ def passed(step: dict) -> bool:
     return (
         step["errors"] == 0
         and step["lag_p50_s"] < LAG_LIMIT_S
-        and step["lag_p99_s"] < selfcheck.LAG_LIMIT_S
+        and step["lag_p99_s"] < client_check.LAG_LIMIT_S
         and step["req_s"] >= DELIVERED * step["target_req_s"] * 0.999
     )
 

@@ -30,7 +30,7 @@ def compare(a: dict, b: dict) -> list[dict]:
     ]
 
 
-def _fmt(x: float) -> str:
+def fmt_number(x: float) -> str:
     if math.isnan(x) or math.isinf(x):
         return str(x)
     return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
@@ -39,6 +39,7 @@ def _fmt(x: float) -> str:
 def markdown_table(rows: list[dict], label_a: str = "A", label_b: str = "B") -> str:
     lines = [f"| figure | {label_a} | {label_b} | {label_b} / {label_a} |", "|---|---:|---:|---:|"]
     lines += [
-        f"| {r['figure']} | {_fmt(r['a'])} | {_fmt(r['b'])} | {_fmt(r['ratio'])} |" for r in rows
+        f"| {r['figure']} | " + " | ".join(fmt_number(r[k]) for k in ("a", "b", "ratio")) + " |"
+        for r in rows
     ]
     return "\n".join(lines)

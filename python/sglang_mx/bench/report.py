@@ -10,7 +10,7 @@ import json
 import math
 from pathlib import Path
 
-from sglang_mx.bench.compare import _fmt
+from sglang_mx.bench.compare import fmt_number
 
 COLUMNS = (
     ("req/s", "request_throughput"),
@@ -28,7 +28,7 @@ COLUMNS = (
 )
 
 
-def _get(summary: dict, dotted: str) -> float:
+def summary_value(summary: dict, dotted: str) -> float:
     value = summary
     for part in dotted.split("."):
         value = value.get(part, math.nan) if isinstance(value, dict) else math.nan
@@ -52,7 +52,9 @@ def markdown(result: dict) -> str:
         "|" + "---:|" * (len(COLUMNS) + 1),
     ]
     for p in sweep["points"]:
-        cells = [_fmt(float(p["x"]))] + [_fmt(_get(p["summary"], k)) for _, k in COLUMNS]
+        cells = [fmt_number(float(p["x"]))] + [
+            fmt_number(summary_value(p["summary"], k)) for _, k in COLUMNS
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     knee = sweep.get("knee")
     lines.append("")
@@ -70,7 +72,8 @@ def markdown(result: dict) -> str:
     elif knee:
         lines.append(
             f"Knee ({slo_text}, 100% success): {x_name} {knee['x']}, "
-            f"{_fmt(knee['output_tok_s'])} output tok/s, TTFT p95 {_fmt(knee['ttft_p95_s'])} s."
+            f"{fmt_number(knee['output_tok_s'])} output tok/s, "
+            f"TTFT p95 {fmt_number(knee['ttft_p95_s'])} s."
         )
     else:
         lines.append(f"No point met {slo_text} with 100% success.")
@@ -84,7 +87,9 @@ def markdown(result: dict) -> str:
             ]
         lines += ["", "| cost figure | value |", "|---|---:|"]
         lines += [
-            f"| {k} | {_fmt(v)} |" for k, v in result["cost"].items() if isinstance(v, (int, float))
+            f"| {k} | {fmt_number(v)} |"
+            for k, v in result["cost"].items()
+            if isinstance(v, (int, float))
         ]
     for w in result.get("warnings", []):
         lines.append(f"\n> WARNING: {w}")
@@ -97,8 +102,9 @@ def verdict_lines(v: dict) -> list[str]:
         f"## Verdict: {v['verdict'].upper()}",
         "",
         f"Claim `{v['claim']}`: {v['claim_text']}.",
-        f"Measured {v['figure']} per {v['per']}: {_fmt(v['measured'])} over {v['repeats']} "
-        f"repeats, 95% interval [{_fmt(lo)}, {_fmt(hi)}], measured / claimed {v['ratio']:.4g}.",
+        f"Measured {v['figure']} per {v['per']}: {fmt_number(v['measured'])} over {v['repeats']} "
+        f"repeats, 95% interval [{fmt_number(lo)}, {fmt_number(hi)}], "
+        f"measured / claimed {v['ratio']:.4g}.",
         "",
     ]
     if v.get("scaled"):
@@ -114,7 +120,7 @@ def checks_lines(points: list[dict]) -> list[str]:
     for p in points:
         s, x = p["summary"], p["x"]
         gates = ", ".join(
-            f"{g['metric'][:-2]} p{g['percentile']} {_fmt(g['value'])} "
+            f"{g['metric'][:-2]} p{g['percentile']} {fmt_number(g['value'])} "
             f"{'<=' if g['met'] else '>'} {g['limit']:g}"
             for g in s.get("slo_gates", [])
         )
@@ -138,15 +144,16 @@ def checks_lines(points: list[dict]) -> list[str]:
         if c:
             lag = c["schedule_lag_s"]
             lines.append(
-                f"  - load generator: schedule lag p50 {_fmt(lag['p50'] * 1e3)} / p99 "
-                f"{_fmt(lag['p99'] * 1e3)} ms, loop lag p99 {_fmt(c['loop_lag_s']['p99'] * 1e3)}"
-                f" ms, client CPU {c['client_cpu_fraction']:.0%} of a core"
+                f"  - load generator: schedule lag p50 {fmt_number(lag['p50'] * 1e3)} / p99 "
+                f"{fmt_number(lag['p99'] * 1e3)} ms, loop lag p99 "
+                f"{fmt_number(c['loop_lag_s']['p99'] * 1e3)} ms, "
+                f"client CPU {c['client_cpu_fraction']:.0%} of a core"
                 + (f"; CLIENT-BOUND: {'; '.join(c['reasons'])}" if c["client_bound"] else "")
             )
         m = s.get("server_metrics") or {}
         if m.get("samples"):
             parts = [
-                f"{k} mean {_fmt(v['mean'])} max {_fmt(v['max'])}"
+                f"{k} mean {fmt_number(v['mean'])} max {fmt_number(v['max'])}"
                 for k, v in m.items()
                 if isinstance(v, dict)
             ]

@@ -8,13 +8,13 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from sglang_mx.bench.compare import _fmt
+from sglang_mx.bench.compare import fmt_number
 from sglang_mx.bench.report import (
     COLUMNS,
-    _get,
     checks_lines,
     markdown,
     plot,
+    summary_value,
     verdict_lines,
     write_files,
 )
@@ -54,7 +54,9 @@ def _table(result: dict) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in [sweep["kind"], *(c for c, _ in COLUMNS)])
     rows = []
     for p in sweep["points"]:
-        cells = [_fmt(float(p["x"]))] + [_fmt(_get(p["summary"], k)) for _, k in COLUMNS]
+        cells = [fmt_number(float(p["x"]))] + [
+            fmt_number(summary_value(p["summary"], k)) for _, k in COLUMNS
+        ]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
@@ -68,7 +70,7 @@ def _audit_tables(result: dict) -> str:
         rows = []
         for c in a["checks"]:
             counts = ", ".join(
-                f"{k} {_fmt(float(c[k]))}" for k in ("client", "usage", "server") if k in c
+                f"{k} {fmt_number(float(c[k]))}" for k in ("client", "usage", "server") if k in c
             )
             if "requests_off" in c:
                 counts = f"{c['requests_off']} requests short"
@@ -112,7 +114,7 @@ def render(result: dict, images: list[str]) -> str:
         parts.append(
             "<table>"
             + "".join(
-                f"<tr><th>{_e(k)}</th><td>{_e(_fmt(v))}</td></tr>"
+                f"<tr><th>{_e(k)}</th><td>{_e(fmt_number(v))}</td></tr>"
                 for k, v in cost.items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)
             )

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from sglang_mx.bench import promscrape
 from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
+from sglang_mx.bench.client_check import CpuClock, LoopProbe, selfcheck
 from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
 from sglang_mx.bench.metrics import RequestResult, Slo, summarize
 from sglang_mx.bench.reach import SegmentCache, by_first_token, outside_bounds
-from sglang_mx.bench.selfcheck import CpuClock, LoopProbe, selfcheck
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 
 # Measured vs designed cached tokens may differ by chance matches of a few tokens per request.

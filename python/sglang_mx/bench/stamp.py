@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import platform
 
-from sglang_mx.report import versions
+from sglang_mx.machine_info import versions
 
 
 def cpu_model() -> str:

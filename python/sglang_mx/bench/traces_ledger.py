@@ -21,10 +21,10 @@ from sglang_mx.bench.traces_public import (
     Row,
     Rows,
     TraceFormatError,
-    _int,
-    _jsonl_rows,
-    _require,
-    _scaled,
+    checked_int,
+    jsonl_rows,
+    require_fields,
+    scaled_count,
 )
 
 EXPORT_VERSION = 1
@@ -70,29 +70,29 @@ def export_ledger(db_path: str | Path, out: str | Path, since: float = 0.0) -> i
 def read_ledger(path: Path, length_scale: float = 1.0) -> Rows:
     out = Rows(note="shared prefixes rebuilt per key from the recorded cached counts")
     t0 = None
-    for i, where, d in _jsonl_rows(path):
+    for i, where, d in jsonl_rows(path):
         if "ledger_export" in d:
             continue
-        _require(d, where, "ledger", LEDGER_FIELDS)
+        require_fields(d, where, "ledger", LEDGER_FIELDS)
         try:
             t = float(d["created"])
         except (TypeError, ValueError):
             raise TraceFormatError(f"{where}: created {d['created']!r} is not seconds") from None
         t0 = t if t0 is None else t0
-        prompt = _int(d["prompt_tokens"], where, "prompt_tokens", 1)
-        cached = _int(d["cached_tokens"], where, "cached_tokens")
+        prompt = checked_int(d["prompt_tokens"], where, "prompt_tokens", 1)
+        cached = checked_int(d["cached_tokens"], where, "cached_tokens")
         if cached >= prompt:
             raise TraceFormatError(
                 f"{where}: cached_tokens {cached} must be below prompt_tokens {prompt}"
             )
-        n_out = _int(d["completion_tokens"], where, "completion_tokens")
+        n_out = checked_int(d["completion_tokens"], where, "completion_tokens")
         if n_out == 0:
             out.skipped += 1
             continue
-        prompt, cached = _scaled(prompt, length_scale), int(cached * length_scale)
+        prompt, cached = scaled_count(prompt, length_scale), int(cached * length_scale)
         cached = min(cached, prompt - 1)
         key = str(d["key"])
         segs = [(f"lk{key}", cached)] if cached else []
         segs.append((f"lu{i}", prompt - cached))
-        out.rows.append(Row(t - t0, segs, _scaled(n_out, length_scale), key=key))
+        out.rows.append(Row(t - t0, segs, scaled_count(n_out, length_scale), key=key))
     return out

@@ -42,7 +42,7 @@ class Rows:
     note: str = ""
 
 
-def _int(value, where: str, name: str, minimum: int = 0) -> int:
+def checked_int(value, where: str, name: str, minimum: int = 0) -> int:
     try:
         n = int(float(value))
     except (TypeError, ValueError):
@@ -52,11 +52,11 @@ def _int(value, where: str, name: str, minimum: int = 0) -> int:
     return n
 
 
-def _scaled(n: int, factor: float) -> int:
+def scaled_count(n: int, factor: float) -> int:
     return max(1, int(n * factor))
 
 
-def _jsonl_rows(path: Path):
+def jsonl_rows(path: Path):
     """(line number, "path:line", parsed object) of each non-blank line of a JSONL file."""
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -69,7 +69,7 @@ def _jsonl_rows(path: Path):
         yield i, where, d
 
 
-def _require(d: dict, where: str, kind: str, names: tuple[str, ...]) -> None:
+def require_fields(d: dict, where: str, kind: str, names: tuple[str, ...]) -> None:
     """A TraceFormatError naming the first of `names` the `kind` row `d` lacks."""
     for name in names:
         if name not in d:
@@ -91,18 +91,22 @@ def mooncake_segments(hash_ids: list, input_len: int, block: int) -> list[tuple[
 
 def read_mooncake(path: Path, length_scale: float = 1.0) -> Rows:
     out = Rows(note=f"hash_ids as {MOONCAKE_BLOCK}-token blocks")
-    block = _scaled(MOONCAKE_BLOCK, length_scale)
+    block = scaled_count(MOONCAKE_BLOCK, length_scale)
     if length_scale != 1.0:
         out.note = f"hash_ids as {block}-token blocks ({MOONCAKE_BLOCK} x {length_scale:.4g})"
     t0 = None
-    for i, where, d in _jsonl_rows(path):
-        _require(d, where, "mooncake", ("timestamp", "input_length", "output_length", "hash_ids"))
+    for i, where, d in jsonl_rows(path):
+        require_fields(
+            d, where, "mooncake", ("timestamp", "input_length", "output_length", "hash_ids")
+        )
         if not isinstance(d["hash_ids"], list):
             raise TraceFormatError(f"{where}: hash_ids must be a list of ids")
-        ts = _int(d["timestamp"], where, "timestamp")
+        ts = checked_int(d["timestamp"], where, "timestamp")
         t0 = ts if t0 is None else t0
-        n_in = _scaled(_int(d["input_length"], where, "input_length", 1), length_scale)
-        n_out = _scaled(_int(d["output_length"], where, "output_length", 1), length_scale)
+        n_in = scaled_count(checked_int(d["input_length"], where, "input_length", 1), length_scale)
+        n_out = scaled_count(
+            checked_int(d["output_length"], where, "output_length", 1), length_scale
+        )
         segs = mooncake_segments(d["hash_ids"], n_in, block)
         covered = sum(n for _, n in segs)
         if covered < n_in:  # tokens past the hashed blocks are the request's own
@@ -138,13 +142,15 @@ def read_azure(path: Path, length_scale: float = 1.0) -> Rows:
     for where, row in _csv_rows(path, ("TIMESTAMP", "ContextTokens", "GeneratedTokens")):
         t = _azure_time(row["TIMESTAMP"], where)
         t0 = t if t0 is None else t0
-        n_in = _scaled(_int(row["ContextTokens"], where, "ContextTokens", 1), length_scale)
-        n_out = _int(row["GeneratedTokens"], where, "GeneratedTokens")
+        n_in = scaled_count(
+            checked_int(row["ContextTokens"], where, "ContextTokens", 1), length_scale
+        )
+        n_out = checked_int(row["GeneratedTokens"], where, "GeneratedTokens")
         if n_out == 0:
             out.skipped += 1
             continue
         out.rows.append(
-            Row(t - t0, [(f"az{where.rsplit(':', 1)[1]}", n_in)], _scaled(n_out, length_scale))
+            Row(t - t0, [(f"az{where.rsplit(':', 1)[1]}", n_in)], scaled_count(n_out, length_scale))
         )
     return out
 
@@ -160,11 +166,11 @@ def read_burstgpt(path: Path, length_scale: float = 1.0) -> Rows:
                 f"{where}: Timestamp {row['Timestamp']!r} is not seconds"
             ) from None
         t0 = t if t0 is None else t0
-        n_in = _int(row["Request tokens"], where, "Request tokens")
-        n_out = _int(row["Response tokens"], where, "Response tokens")
+        n_in = checked_int(row["Request tokens"], where, "Request tokens")
+        n_out = checked_int(row["Response tokens"], where, "Response tokens")
         if n_in == 0 or n_out == 0:  # a failed request in the log
             out.skipped += 1
             continue
-        segs = [(f"bg{where.rsplit(':', 1)[1]}", _scaled(n_in, length_scale))]
-        out.rows.append(Row(t - t0, segs, _scaled(n_out, length_scale)))
+        segs = [(f"bg{where.rsplit(':', 1)[1]}", scaled_count(n_in, length_scale))]
+        out.rows.append(Row(t - t0, segs, scaled_count(n_out, length_scale)))
     return out

@@ -87,9 +87,9 @@ def _hardware_blockers(claim, args) -> list[str]:
 
 
 def _figure(summary: dict, figure: str) -> float:
-    from sglang_mx.bench.report import _get
+    from sglang_mx.bench.report import summary_value
 
-    return float(_get(summary, figure))
+    return float(summary_value(summary, figure))
 
 
 def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> dict:

@@ -114,7 +114,7 @@ def experts_touched(m: ModelSpec, tokens: float) -> float:
     return 1.0 - (1.0 - m.top_k / m.routed_experts) ** max(tokens, 0.0)
 
 
-def _attn_flops_per_key(m: ModelSpec, absorbed: bool) -> float:
+def attn_flops_per_key(m: ModelSpec, absorbed: bool) -> float:
     """FLOPs per (query token, attended key) per layer; decode uses MLA's absorbed form."""
     if m.is_mla and absorbed:
         return 2 * m.heads * (m.kv_values_per_token_layer + m.kv_lora)
@@ -127,7 +127,7 @@ def prefill_seconds(m: ModelSpec, hw: Hardware, layout: Layout, p: Precision, w:
     start = w.input_len - round(n)
     routed = 2 * m.expert_params * m.top_k * m.moe_layers * n
     dense = 2 * (m.dense_params + m.shared_params) * n + 2 * m.lm_head_params
-    attn = m.layers * _attn_flops_per_key(m, absorbed=False) * m.attended(start, w.input_len)
+    attn = m.layers * attn_flops_per_key(m, absorbed=False) * m.attended(start, w.input_len)
     causal = (start + 1 + w.input_len) * (w.input_len - start) / 2
     index = m.indexer_layers * 2 * m.index_heads * m.index_dim * causal
     seconds = (
@@ -158,7 +158,7 @@ def decode_step(
 
     routed = 2 * m.expert_params * m.top_k * m.moe_layers
     dense = 2 * (m.dense_params + m.shared_params + m.lm_head_params)
-    attn = m.layers * _attn_flops_per_key(m, absorbed=True) * attended
+    attn = m.layers * attn_flops_per_key(m, absorbed=True) * attended
     attn += m.indexer_layers * 2 * m.index_heads * m.index_dim * ctx
     compute_s = (
         concurrency

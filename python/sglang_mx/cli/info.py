@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sglang_mx.report import collect_info
+    from sglang_mx.machine_info import collect_info
 
     info = collect_info()
     if args.json:

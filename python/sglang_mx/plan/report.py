@@ -8,26 +8,26 @@ import json
 import math
 from pathlib import Path
 
-from sglang_mx.bench.compare import _fmt
+from sglang_mx.bench.compare import fmt_number
 
 
 def _row(x: float, s: dict, gpus: int) -> list[str]:
     share = s.get("binding_share") or {}
     binding = max(share, key=share.get) if share else "-"
     return [
-        _fmt(float(x)),
-        _fmt(s["output_tok_s"]),
-        _fmt(s["total_tok_s"]),
-        _fmt(s["total_tok_s"] / gpus),
-        _fmt(s["ttft_s"]["p50"]),
-        _fmt(s["ttft_s"]["p95"]),
-        _fmt(s["itl_s"]["p50"] * 1e3),
-        _fmt(s["itl_s"]["p90"] * 1e3),
-        _fmt(s["e2e_s"]["p50"]),
-        _fmt(s["goodput_output_tok_s"]),
-        _fmt(s["cost"]["usd_per_m_output"]),
+        fmt_number(float(x)),
+        fmt_number(s["output_tok_s"]),
+        fmt_number(s["total_tok_s"]),
+        fmt_number(s["total_tok_s"] / gpus),
+        fmt_number(s["ttft_s"]["p50"]),
+        fmt_number(s["ttft_s"]["p95"]),
+        fmt_number(s["itl_s"]["p50"] * 1e3),
+        fmt_number(s["itl_s"]["p90"] * 1e3),
+        fmt_number(s["e2e_s"]["p50"]),
+        fmt_number(s["goodput_output_tok_s"]),
+        fmt_number(s["cost"]["usd_per_m_output"]),
         f"{binding} {share.get(binding, 0):.0%}" if share else "-",
-        _fmt(s.get("roofline_output_tok_s", math.nan)),
+        fmt_number(s.get("roofline_output_tok_s", math.nan)),
     ]
 
 
@@ -73,16 +73,16 @@ def markdown(result: dict) -> str:
         lines += [
             "",
             f"Knee ({sw['kind']} where TTFT p95 reaches the SLA; the last point if it never "
-            f"does): {_fmt(k)}; roofline "
-            f"{_fmt(sw['roofline']['output_tok_s'])} out tok/s ({sw['roofline']['bound']}).",
+            f"does): {fmt_number(k)}; roofline "
+            f"{fmt_number(sw['roofline']['output_tok_s'])} out tok/s ({sw['roofline']['bound']}).",
         ]
     best = result.get("best")
     if best:
         lines += [
             "",
             f"Best layout at the SLA: **{best['layout']}** at {best['x']} "
-            f"({_fmt(best['goodput_output_tok_s'])} goodput out tok/s, "
-            f"{_fmt(best['output_tokens_per_usd'])} out tokens per $).",
+            f"({fmt_number(best['goodput_output_tok_s'])} goodput out tok/s, "
+            f"{fmt_number(best['output_tokens_per_usd'])} out tokens per $).",
         ]
     return "\n".join(lines) + "\n"
 

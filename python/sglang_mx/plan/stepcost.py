@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from sglang_mx.capacity.hardware import Hardware
 from sglang_mx.capacity.modelspec import ModelSpec
 from sglang_mx.capacity.parallel import Layout
-from sglang_mx.capacity.roofline import Precision, _attn_flops_per_key, experts_touched, kv_shard
+from sglang_mx.capacity.roofline import Precision, attn_flops_per_key, experts_touched, kv_shard
 from sglang_mx.plan.efficiency import Efficiency
 from sglang_mx.plan.links import Link, all_gather_s, all_reduce_s, all_to_all_s
 
@@ -94,7 +94,7 @@ class RooflineStepCost:
         tokens = 0
         for start, n in w.prefill:
             end = start + n
-            flops += m.layers * _attn_flops_per_key(m, absorbed=False) * m.attended(start, end)
+            flops += m.layers * attn_flops_per_key(m, absorbed=False) * m.attended(start, end)
             causal = (start + 1 + end) * n / 2
             flops += m.indexer_layers * 2 * m.index_heads * m.index_dim * causal
             kv += m.layers * end * m.kv_values_per_token_layer * p.kv_bytes
@@ -102,7 +102,7 @@ class RooflineStepCost:
             tokens += n
         for ctx in w.decode:
             attended = min(ctx, m.index_topk) if m.index_heads else ctx
-            flops += q * m.layers * _attn_flops_per_key(m, absorbed=True) * attended
+            flops += q * m.layers * attn_flops_per_key(m, absorbed=True) * attended
             flops += q * m.indexer_layers * 2 * m.index_heads * m.index_dim * ctx
             kv += m.layers * attended * m.kv_values_per_token_layer * p.kv_bytes
             kv += m.indexer_layers * ctx * m.index_bytes_per_token_layer(p.index_bytes)

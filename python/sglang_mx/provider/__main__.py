@@ -1,4 +1,4 @@
-"""`python -m sglang_mx.provider {provider,keys} ...`: the same subcommands as `sglang-mx`,
+"""`python -m sglang_mx.provider {provider [keys],keys} ...`: the same subcommands as `sglang-mx`,
 without importing the other subcommands (used by tests and launch recipes)."""
 
 from __future__ import annotations

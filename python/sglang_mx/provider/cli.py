@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from sglang_mx.provider import keys_cli
 from sglang_mx.provider.settings import KEEPALIVE_FRAMES
+
+REQUIRED_TO_SERVE = ("upstream", "pricing", "db")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,9 +18,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Serve priced, metered, authenticated OpenAI-compatible routes in front of "
         "an SGLang server or sglang-router.",
     )
-    p.add_argument("--upstream", required=True, help="SGLang server or router URL")
-    p.add_argument("--pricing", required=True, help="pricing JSON file or directory of them")
-    p.add_argument("--db", required=True, help="SQLite file for keys and the ledger")
+    # Required to serve, but not to `provider keys`: checked in run() (argparse would ask for
+    # them before the keys action too).
+    p.add_argument("--upstream", help="SGLang server or router URL (required)")
+    p.add_argument("--pricing", help="pricing JSON file or directory of them (required)")
+    p.add_argument("--db", help="SQLite file for keys and the ledger (required)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument(
@@ -51,10 +56,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--default-rpm", type=int, default=60)
     p.add_argument("--default-tpm", type=int, default=100_000)
     p.add_argument("--log-level", default="warning")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, provider_parser=p)
+    actions = p.add_subparsers(dest="provider_command", metavar="[keys]")
+    keys_cli.add_actions(actions.add_parser("keys", help=keys_cli.HELP))
 
 
 def run(args: argparse.Namespace) -> int:
+    missing = [f"--{name}" for name in REQUIRED_TO_SERVE if getattr(args, name) is None]
+    if missing:
+        args.provider_parser.error(f"the following arguments are required: {', '.join(missing)}")
     import uvicorn
 
     from sglang_mx.provider.app import build_app

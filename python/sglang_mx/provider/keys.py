@@ -1,7 +1,7 @@
 """API keys in SQLite, stored only as HMAC-SHA256 digests under a random per-database salt.
 
-A key looks like `sk-mx-<id>-<secret>`; the id is public (shown by `keys list`), the secret is
-shown once at creation and never stored."""
+A key looks like `sk-mx-<id>-<secret>`; the id is public (shown by `provider keys list`), the
+secret is shown once at creation and never stored."""
 
 from __future__ import annotations
 

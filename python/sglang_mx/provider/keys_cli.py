@@ -1,13 +1,24 @@
-"""`sglang-mx keys create|list|revoke`: manage provider API keys (stored hashed)."""
+"""`sglang-mx provider keys create|list|revoke`: manage provider API keys (stored hashed).
+`sglang-mx keys ...`, the earlier top-level spelling, is kept as a noted alias for one release."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
+
+HELP = "manage provider API keys"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("keys", help="manage provider API keys")
+    """The top-level `keys` verb: the old spelling of `provider keys` (issue 43)."""
+    p = subparsers.add_parser("keys", help=f"{HELP} (old spelling of `provider keys`)")
+    add_actions(p, old_spelling=True)
+
+
+def add_actions(p: argparse.ArgumentParser, old_spelling: bool = False) -> None:
+    """create / list / revoke under `p` (the `keys` parser, wherever it hangs)."""
+    p.set_defaults(func=_run_old_spelling if old_spelling else _run)
     sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     c = sub.add_parser("create", help="create a key; prints it once")
     c.add_argument("--db", required=True)
@@ -15,14 +26,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--rpm", type=int, default=None, help="requests per minute (default: server's)")
     c.add_argument("--tpm", type=int, default=None, help="tokens per minute (default: server's)")
     c.add_argument("--limit-usd", type=float, default=None, help="spend cap (402 beyond it)")
-    c.set_defaults(func=_create)
+    c.set_defaults(keys_action=_create)
     ls = sub.add_parser("list", help="list keys (ids, never secrets) with spend")
     ls.add_argument("--db", required=True)
-    ls.set_defaults(func=_list)
+    ls.set_defaults(keys_action=_list)
     r = sub.add_parser("revoke", help="revoke a key by id")
     r.add_argument("--db", required=True)
     r.add_argument("key_id")
-    r.set_defaults(func=_revoke)
+    r.set_defaults(keys_action=_revoke)
+
+
+def _run(args: argparse.Namespace) -> int:
+    return args.keys_action(args)
+
+
+def _run_old_spelling(args: argparse.Namespace) -> int:
+    print(
+        "sglang-mx: note: `keys` is now `provider keys` (the old name works until the next "
+        "release)",
+        file=sys.stderr,
+    )
+    return args.keys_action(args)
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -58,5 +82,5 @@ def _revoke(args: argparse.Namespace) -> int:
     if KeyStore(args.db).revoke(args.key_id):
         print(f"revoked {args.key_id}")
         return 0
-    print(f"no active key {args.key_id}")
+    print(f"sglang-mx: error: no active key {args.key_id}", file=sys.stderr)
     return 1

@@ -13,7 +13,7 @@ from sglang_mx.provider.pricing import (
     ModelPricing,
     per_token_str,
 )
-from sglang_mx.provider.validation import _SAMPLING
+from sglang_mx.provider.validation import SAMPLING_FIELDS
 
 SCHEMA_VERSION = "2.4"
 FORMATS = ("2.4", "legacy")
@@ -50,9 +50,9 @@ def _descriptor(name: str, model: ModelPricing) -> dict[str, Any] | None:
         return {"type": "array", "items": {"type": "unknown"}, "max_items": MAX_STOP_SEQUENCES}
     if name == "logit_bias":
         return {"type": "unknown"}  # token-id keys: no closed descriptor
-    if name not in _SAMPLING:
+    if name not in SAMPLING_FIELDS:
         return None
-    types, bounds = _SAMPLING[name]
+    types, bounds = SAMPLING_FIELDS[name]
     desc: dict[str, Any] = {"type": "integer" if types == (int,) else "range"}
     if bounds:
         desc["min"], desc["max"] = bounds

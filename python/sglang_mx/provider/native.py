@@ -13,7 +13,7 @@ from typing import Any
 
 from sglang_mx.provider.errors import ProviderError, bad_request
 from sglang_mx.provider.pricing import ModelPricing
-from sglang_mx.provider.validation import _SAMPLING, _check_prompt_size, _is_type
+from sglang_mx.provider.validation import SAMPLING_FIELDS, check_prompt_size, is_type
 
 MAX_BATCH = 64  # prompts x samples per request (each is a billed output)
 MAX_N = 16
@@ -21,7 +21,7 @@ MAX_LIST = 16  # stop strings, stop regexes, stop token ids, token_ids_logprob
 MAX_TOP_LOGPROBS = 20  # as the Chat route's top_logprobs
 SGLANG_DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's own default when a request leaves it out
 
-# sampling_params forwarded besides the ones validation._SAMPLING types for the OpenAI routes.
+# sampling_params forwarded besides the ones validation.SAMPLING_FIELDS types for the OpenAI routes.
 _BOOLS = ("ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim")
 _GRAMMARS = ("regex", "json_schema", "ebnf")
 _SHARED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "frequency_penalty",
@@ -50,7 +50,7 @@ def _opt(body: dict[str, Any], name: str) -> Any:
 
 
 def _int(where: str, value: Any, lo: int, hi: int) -> int:
-    if not _is_type(value, (int,)) or not lo <= value <= hi:
+    if not is_type(value, (int,)) or not lo <= value <= hi:
         raise bad_request(f"`{where}` must be an integer in [{lo}, {hi}]", "invalid_parameter")
     return value
 
@@ -72,7 +72,7 @@ def _id_list(where: str, value: Any) -> list[int]:
         raise bad_request(
             f"`{where}` must be a list of up to {MAX_LIST} token ids", "invalid_parameter"
         )
-    if not all(_is_type(t, (int,)) and t >= 0 for t in value):
+    if not all(is_type(t, (int,)) and t >= 0 for t in value):
         raise bad_request(f"`{where}` must hold non-negative integer ids", "invalid_parameter")
     return list(value)
 
@@ -84,18 +84,18 @@ def _prompts(body: dict[str, Any], model: ModelPricing) -> tuple[str, Any, int, 
         raise bad_request("send exactly one of `text` and `input_ids`", "invalid_prompt")
     if text is not None:
         if isinstance(text, str) and text:
-            _check_prompt_size(model, len(text))
+            check_prompt_size(model, len(text))
             return "text", text, 1, False
         if isinstance(text, list) and text and all(isinstance(t, str) and t for t in text):
             for t in text:
-                _check_prompt_size(model, len(t))
+                check_prompt_size(model, len(t))
             return "text", text, len(text), True
         raise bad_request(
             "`text` must be a non-empty string or a non-empty list of them", "invalid_prompt"
         )
 
     def ok(row: Any) -> bool:
-        return isinstance(row, list) and bool(row) and all(_is_type(t, (int,)) for t in row)
+        return isinstance(row, list) and bool(row) and all(is_type(t, (int,)) for t in row)
 
     if ok(ids):
         return "input_ids", ids, 1, False
@@ -120,8 +120,8 @@ def _sampling(params: Any, model: ModelPricing) -> dict[str, Any]:
         value = params.get(name)
         if value is None:
             continue
-        types, bounds = _SAMPLING[name]
-        if not _is_type(value, types) or value != value:  # NaN fails value == value
+        types, bounds = SAMPLING_FIELDS[name]
+        if not is_type(value, types) or value != value:  # NaN fails value == value
             raise bad_request(f"`sampling_params.{name}` must be a number", "invalid_parameter")
         if bounds and not bounds[0] <= value <= bounds[1]:
             raise bad_request(
@@ -133,7 +133,7 @@ def _sampling(params: Any, model: ModelPricing) -> dict[str, Any]:
     max_new = params.get("max_new_tokens")
     if max_new is None:
         max_new = min(SGLANG_DEFAULT_MAX_NEW_TOKENS, cap)
-    if _is_type(max_new, (int,)) and max_new > cap:
+    if is_type(max_new, (int,)) and max_new > cap:
         raise bad_request(
             f"`sampling_params.max_new_tokens`={max_new} exceeds this model's "
             f"max_completion_tokens ({cap})",
@@ -172,7 +172,7 @@ def _sampling(params: Any, model: ModelPricing) -> dict[str, Any]:
         if (
             not isinstance(bias, dict)
             or len(bias) > 300
-            or not all(_is_type(v, (int, float)) and -100 <= v <= 100 for v in bias.values())
+            or not all(is_type(v, (int, float)) and -100 <= v <= 100 for v in bias.values())
         ):
             raise bad_request(
                 "`sampling_params.logit_bias` must map up to 300 token ids to numbers in "

@@ -16,7 +16,7 @@ ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # name -> (types accepted, optional (lo, hi) bounds); booleans are rejected where numbers are asked.
 _NUMBER = (int, float)
-_SAMPLING: dict[str, tuple[tuple[type, ...], tuple[float, float] | None]] = {
+SAMPLING_FIELDS: dict[str, tuple[tuple[type, ...], tuple[float, float] | None]] = {
     "temperature": (_NUMBER, (0.0, 2.0)),
     "top_p": (_NUMBER, (0.0, 1.0)),
     "top_k": ((int,), (-1, 1_000_000)),
@@ -53,7 +53,7 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def _is_type(value: Any, types: tuple[type, ...]) -> bool:
+def is_type(value: Any, types: tuple[type, ...]) -> bool:
     if isinstance(value, bool) and bool not in types:
         return False
     return isinstance(value, types)
@@ -69,11 +69,11 @@ def _common(body: dict[str, Any], models: dict[str, ModelPricing]) -> tuple[Mode
             f"{model_id[:100]!r} is not a valid model ID; see GET /v1/models", "unknown_model"
         )
     out: dict[str, Any] = {"model": model.upstream_model}
-    for name, (types, bounds) in _SAMPLING.items():
+    for name, (types, bounds) in SAMPLING_FIELDS.items():
         if body.get(name) is None:
             continue
         value = body[name]
-        if not _is_type(value, types) or (value != value):  # NaN fails value == value
+        if not is_type(value, types) or (value != value):  # NaN fails value == value
             raise bad_request(
                 f"`{name}` must be of type {'/'.join(t.__name__ for t in types)}",
                 "invalid_parameter",
@@ -98,7 +98,7 @@ def _common(body: dict[str, Any], models: dict[str, ModelPricing]) -> tuple[Mode
     logit_bias = body.get("logit_bias")
     if logit_bias is not None:
         if not isinstance(logit_bias, dict) or not all(
-            _is_type(v, _NUMBER) and -100 <= v <= 100 for v in logit_bias.values()
+            is_type(v, _NUMBER) and -100 <= v <= 100 for v in logit_bias.values()
         ):
             raise bad_request(
                 "`logit_bias` must map token ids to numbers in [-100, 100]", "invalid_parameter"
@@ -116,7 +116,7 @@ def _common(body: dict[str, Any], models: dict[str, ModelPricing]) -> tuple[Mode
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is None:
         max_tokens = model.max_completion_tokens
-    if not _is_type(max_tokens, (int,)) or max_tokens < 1:
+    if not is_type(max_tokens, (int,)) or max_tokens < 1:
         raise bad_request("`max_tokens` must be a positive integer", "invalid_parameter")
     if max_tokens > model.max_completion_tokens:
         raise bad_request(
@@ -129,7 +129,7 @@ def _common(body: dict[str, Any], models: dict[str, ModelPricing]) -> tuple[Mode
     return model, out
 
 
-def _check_prompt_size(model: ModelPricing, chars: int, exact_tokens: bool = False) -> None:
+def check_prompt_size(model: ModelPricing, chars: int, exact_tokens: bool = False) -> None:
     # A cheap early 413 for prompts that cannot fit (no token spans 64+ characters in practice);
     # the upstream checks the exact token count and its refusal is mapped to 413 too.
     if chars > model.context_length * (1 if exact_tokens else 64):
@@ -177,7 +177,7 @@ def validate_chat(body: dict[str, Any], models: dict[str, ModelPricing]) -> Pars
             continue
         chars += _content_chars(content, f"messages[{i}]")
         clean.append(m)
-    _check_prompt_size(model, chars)
+    check_prompt_size(model, chars)
     openai_fields.apply_chat(body, out)
     out["messages"] = clean
     return ParsedRequest(model, out["stream"], out["max_tokens"], out)
@@ -188,15 +188,13 @@ def validate_completion(body: dict[str, Any], models: dict[str, ModelPricing]) -
     prompt = body.get("prompt")
     if isinstance(prompt, str) and prompt:
         chars = len(prompt)
-    elif (
-        isinstance(prompt, list) and prompt and all(_is_type(t, (int,)) and t >= 0 for t in prompt)
-    ):
+    elif isinstance(prompt, list) and prompt and all(is_type(t, (int,)) and t >= 0 for t in prompt):
         chars = len(prompt)
     else:
         raise bad_request(
             "`prompt` must be a non-empty string or list of token ids", "invalid_prompt"
         )
-    _check_prompt_size(model, chars, exact_tokens=isinstance(prompt, list))
+    check_prompt_size(model, chars, exact_tokens=isinstance(prompt, list))
     openai_fields.apply_completion(body, out)
     out["prompt"] = prompt
     return ParsedRequest(model, out["stream"], out["max_tokens"], out)

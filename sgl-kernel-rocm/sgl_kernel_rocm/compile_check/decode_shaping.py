@@ -27,7 +27,7 @@ from sgl_kernel_rocm.compile_check.build import run_matrix
 from sgl_kernel_rocm.compile_check.costmodel import model
 from sgl_kernel_rocm.compile_check.costmodel.launches import moe_launches
 from sgl_kernel_rocm.compile_check.gate import violations
-from sgl_kernel_rocm.compile_check.static_tune import _counts, moe_cases_for
+from sgl_kernel_rocm.compile_check.static_tune import expert_counts_tuple, moe_cases_for
 from sgl_kernel_rocm.moe.config import SPLIT_KEYS
 
 DECODE_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -109,7 +109,9 @@ class _Scorer:
         (gok, grec), (dok, drec) = self.recs[gate.key], self.recs[down.key]
         if not (gok and dok):
             return None
-        gl, dl = moe_launches(gate, down, *shape, tokens, list(_counts(tokens, shape[0])))
+        gl, dl = moe_launches(
+            gate, down, *shape, tokens, list(expert_counts_tuple(tokens, shape[0]))
+        )
         preds = [model.predict(rec, case.num_warps, case.num_stages, self.arch, launch)
                  for case, rec, launch in ((gate, grec, gl), (down, drec, dl))]  # fmt: skip
         us = sum(p.us for p in preds)

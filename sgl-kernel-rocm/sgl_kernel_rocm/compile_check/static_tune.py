@@ -110,7 +110,7 @@ def pick(
 
 
 @functools.cache
-def _counts(tokens: int, experts: int) -> tuple[int, ...]:
+def expert_counts_tuple(tokens: int, experts: int) -> tuple[int, ...]:
     return tuple(expert_counts(tokens, experts))
 
 
@@ -122,7 +122,7 @@ def moe_cost(arch: str, scores: dict, shape, tokens: int) -> Callable[[dict], fl
     def cost(cfg: dict) -> float:
         (gate, grec), (down, drec) = scores[_name(cfg)][1][:2]
         gl, dl = moe_launches(gate, down, experts, hidden, inter, tokens,
-                              list(_counts(tokens, experts)))  # fmt: skip
+                              list(expert_counts_tuple(tokens, experts)))  # fmt: skip
         return sum(model.predict(rec, case.num_warps, case.num_stages, arch, launch).us
                    for (case, rec), launch in ((scores[_name(cfg)][1][0], gl),
                                                (scores[_name(cfg)][1][1], dl)))  # fmt: skip

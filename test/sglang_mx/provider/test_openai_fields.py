@@ -139,8 +139,8 @@ def through_recorder(mxfp4_server: str, tmp_path_factory):
     pricing = write_pricing(tmp / "pricing.json", served["id"], context_length=2048)
     db = tmp / "p.sqlite"
     out = subprocess.run(
-        [sys.executable, "-m", "sglang_mx.provider", "keys", "create", "--db", str(db)]
-        + ["--name", "fields"],
+        [sys.executable, "-m", "sglang_mx.provider", "provider", "keys", "create"]
+        + ["--db", str(db), "--name", "fields"],
         check=True,
         capture_output=True,
         text=True,

@@ -95,6 +95,26 @@ def _any(v) -> str | None:
     return None
 
 
+def _bool(v) -> str | None:
+    return None if isinstance(v, bool) else f"must be true or false (got {v!r})"
+
+
+def _share(v) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+    return None if ok else f"must be a number in [0, 1] (got {v!r})"
+
+
+def _points(v) -> str | None:
+    """A published table's rows: [{rate: REQ_S, value: FIGURE}, ...]."""
+    if not isinstance(v, list) or not v:
+        return "must be a list of {rate, value} rows"
+    for i, row in enumerate(v):
+        bad = not isinstance(row, dict) or set(row) != {"rate", "value"}
+        if bad or _pos_num(row["rate"]) or _pos_num(row["value"]):
+            return f"row {i + 1} must be {{rate: N > 0, value: N > 0}} (got {row!r})"
+    return None
+
+
 # workload fields that are WorkloadSpec's (Claim.spec passes them on): field -> (required, check)
 SPEC_FIELDS: dict[str, tuple[bool, object]] = {
     "input_len": (False, _length),
@@ -124,6 +144,8 @@ SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
         **SPEC_FIELDS,
         "trace": (False, _str),
         "trace_format": (False, _str),
+        # a public trace this project does not ship (AgentX): the claim can be checked, not run
+        "public_trace": (False, _str),
         "notes": (False, _str),
     },
     "slo": {
@@ -140,7 +162,24 @@ SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
         "per": (True, _choice("node", "gpu")),
         "source": (True, _str),
         "note": (False, _str),
+        "points": (False, _points),  # the published table the figure comes from
+        "includes_cached_input": (False, _bool),
+        "usd_per_m_tokens": (False, _pos_num),  # a cost per token the claim states
     },
+    # a cost comparison with another claim file (beside this one): `bench verify --check`
+    "compare": {
+        "claim": (True, _str),
+        "cost_ratio_at_most": (True, _pos_num),
+        "price_compared_with": (False, _str),  # the hardware the price was compared against
+        "source": (False, _str),
+    },
+    "speculative": {
+        "algorithm": (True, _str),
+        "accept_length": (False, _pos_num),
+        "simulated": (False, _bool),
+        "source": (False, _str),
+    },
+    "accuracy": {"task": (True, _str), "score": (True, _share), "source": (True, _str)},
 }
 REQUIRED_SECTIONS = ("model", "hardware", "engine", "workload", "price", "claimed")
 
@@ -246,7 +285,8 @@ def validate(raw) -> list[str]:
             _check_section(section, raw[section], errors)
     w = raw.get("workload")
     if isinstance(w, dict) and not errors:
-        if not w.get("trace") and not ("input_len" in w and "output_len" in w):
+        lengths = "input_len" in w and "output_len" in w
+        if not (w.get("trace") or w.get("public_trace") or lengths):
             errors.append("workload: give input_len and output_len, or a trace file")
         if w.get("arrival") == "concurrency" and "concurrency" not in w:
             errors.append("workload.concurrency: missing (required with arrival: concurrency)")
@@ -286,4 +326,7 @@ def load_claim(path: str | Path) -> Claim:
     claim = Claim(path, raw)
     if claim.trace_path is not None and not claim.trace_path.is_file():
         raise ClaimError(f"{path}: workload.trace: no file at {claim.trace_path}")
+    compared = raw.get("compare", {}).get("claim")
+    if compared and not (path.parent / compared).is_file():
+        raise ClaimError(f"{path}: compare.claim: no claim file at {path.parent / compared}")
     return claim

@@ -51,9 +51,15 @@ def add_slo_args(p: argparse.ArgumentParser, ttft_default: float | None) -> None
                    choices=(50, 90, 95, 99))  # fmt: skip
 
 
-def run_args(p: argparse.ArgumentParser, slo_default: float | None = 5.0) -> None:
-    p.add_argument("--url", required=True, help="base URL of an OpenAI-compatible server")
-    p.add_argument("--tokenizer", required=True, help="model dir or tokenizer.json (offline)")
+def run_args(
+    p: argparse.ArgumentParser, slo_default: float | None = 5.0, endpoint_required: bool = True
+) -> None:
+    """The flags of a run against an endpoint; `endpoint_required=False` leaves --url and
+    --tokenizer to the command (verify --check needs neither)."""
+    p.add_argument("--url", required=endpoint_required,
+                   help="base URL of an OpenAI-compatible server")  # fmt: skip
+    p.add_argument("--tokenizer", required=endpoint_required,
+                   help="model dir or tokenizer.json (offline)")  # fmt: skip
     p.add_argument("--model", help="model name to request (default: first of /v1/models)")
     p.add_argument("--api", choices=("completions", "chat"), default="completions")
     p.add_argument("--send-text", action="store_true", help="send decoded text, not token ids")

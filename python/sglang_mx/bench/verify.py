@@ -188,8 +188,47 @@ def _cost(claim, args, summary: dict) -> dict:
     return cost_report(summary, price, gpus, price_source=source)
 
 
+def cmd_check(args) -> int:
+    """`verify --check`: the claim's arithmetic, price basis and gaps; no endpoint. Exit 0 when
+    it is consistent, 1 when it contradicts itself or its sources."""
+    from sglang_mx.bench.claim_check import check, render
+    from sglang_mx.bench.claims import load_claim
+
+    given: dict[str, str] = {}  # dest -> its first flag (--slo-ttft before its old --slo)
+    for flag, dest, default in RUN_FLAGS:
+        if getattr(args, dest) != default:
+            given.setdefault(dest, flag)
+    if given:
+        raise BenchError(
+            f"--check reads the claim without running it: drop {', '.join(given.values())}, "
+            "or drop --check to run the claim"
+        )
+    record = check(load_claim(args.claim))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "check.json").write_text(json.dumps(record, indent=1))
+    print(render(record))
+    print(f"\n{out / 'check.json'}")
+    return 0 if record["consistent"] else 1
+
+
+# (flag, dest, default) of every verify flag that only a run reads (set at register)
+RUN_FLAGS: list[tuple[str, str, object]] = []
+NOT_RUN_FLAGS = ("claim", "check", "out", "help")
+
+
 def cmd_verify(args) -> int:
     from sglang_mx.bench.claims import load_claim
+
+    if args.check:
+        return cmd_check(args)
+    missing = [f for f, dest in (("--url", "url"), ("--tokenizer", "tokenizer"))
+               if getattr(args, dest) is None]  # fmt: skip
+    if missing:
+        raise BenchError(
+            f"{' and '.join(missing)} required to run a claim (--check reads it without an "
+            "endpoint)"
+        )
     from sglang_mx.bench.cli_args import run_config
     from sglang_mx.bench.limits import check_fits, fetch_limits
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
@@ -198,6 +237,12 @@ def cmd_verify(args) -> int:
     from sglang_mx.bench.stamp import stamp
 
     claim = load_claim(args.claim)
+    public = claim.raw["workload"].get("public_trace")
+    if public and claim.trace_path is None:
+        raise BenchError(
+            f"claim {claim.id!r}: its workload is {public}: it can be read (bench verify "
+            "--check), not run"
+        )
     slo, slo_source = verify_slo(claim, args)
     if args.repeats < 1:
         raise BenchError(f"--repeats {args.repeats} must be at least 1")
@@ -295,7 +340,14 @@ def register(verbs) -> None:
 
     p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95%% CI)")
     p.add_argument("claim", help="claim file (YAML or JSON; benchmark/claims/)")
-    run_args(p, slo_default=None)  # unset: the claim's SLO; each one given replaces its part
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="read the claim without running it: its arithmetic, price basis and what it "
+        "leaves unstated (no endpoint; writes check.json)",
+    )
+    # --url/--tokenizer: required to run, not to --check (cmd_verify says which is missing)
+    run_args(p, slo_default=None, endpoint_required=False)
     p.add_argument("--repeats", type=int, default=3, help="runs of the workload (default 3)")
     p.add_argument(
         "--tolerance",
@@ -315,3 +367,8 @@ def register(verbs) -> None:
         "says the workload was scaled",
     )
     p.set_defaults(func=one_line_errors(cmd_verify))
+    RUN_FLAGS[:] = [
+        (a.option_strings[-1], a.dest, a.default)
+        for a in p._actions
+        if a.dest not in NOT_RUN_FLAGS and a.option_strings
+    ]

@@ -25,7 +25,8 @@ def test_shipped_claims_validate_and_state_their_sources():
         assert claim.id == path.stem and claim.id not in ids
         ids.add(claim.id)
         assert claim.raw["claimed"]["source"] and claim.raw["price"]["source"]
-        assert claim.spec().num_requests >= 1
+        if not claim.raw["workload"].get("public_trace"):  # a public trace is read, not run
+            assert claim.spec().num_requests >= 1
     by_id = {load_claim(p).id: load_claim(p) for p in CLAIMS}
     main = by_id["glm52-mxfp4-mi355x-8x-2626"]
     assert (main.value, main.hardware, main.figure) == (2626, ("MI355X", 8), "output_tok_s")

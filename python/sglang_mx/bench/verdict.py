@@ -5,10 +5,11 @@
 - ratio = mean / claimed;
 - verdict, with every reason that led to it:
   - `inconclusive` when the run cannot speak for the claim (a scaled workload, other or unstated
-    hardware, a failed token audit, a client-bound run, fewer than 2 repeats) or the interval
-    straddles the threshold;
-  - `not reproduced` when requests failed, a repeat missed the claim's SLO, or the whole interval
-    is on the wrong side of the threshold;
+    hardware, a client-bound run, fewer than 2 repeats; each reason says what would decide) or
+    the interval straddles the threshold;
+  - `not reproduced` when requests failed, a repeat missed the claim's SLO, the token audit
+    failed (the server misreports its usage), or the whole interval is on the wrong side of the
+    threshold;
   - `reproduced` when the whole interval is on the right side: at least (1 - tolerance) x claimed
     for a throughput, at most (1 + tolerance) x claimed for a latency."""
 

@@ -8,6 +8,7 @@ claim, an unreachable server, a workload that does not fit; one line per problem
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -67,13 +68,24 @@ def build_trace(claim, args, limits):
     return generate(spec), changes
 
 
+def _claims_own_hardware(claim, args) -> bool:
+    """--hardware names the claim's own hardware (which need not be in data/hardware.json:
+    a claim about this CPU box names `CPU`)."""
+    return bool(args.hardware) and args.hardware.lower() == claim.hardware[0].lower()
+
+
 def _hardware_blockers(claim, args) -> list[str]:
     name, gpus = claim.hardware
     if not args.hardware:
         return [
-            f"hardware under test not stated (--hardware NAME --gpus N): the claim is for "
-            f"{gpus}x {name}"
+            f"hardware under test not stated: the claim is for {gpus}x {name}; run it there "
+            f"and say so (--hardware {name} --gpus {gpus}) to have it judged"
         ]
+    if _claims_own_hardware(claim, args):
+        mine = args.gpus or gpus
+        if mine == gpus:
+            return []
+        return [f"{mine}x {name} under test is not the claim's {gpus}x {name}: run on {gpus}"]
     from sglang_mx.capacity.hardware import get_hardware
 
     try:
@@ -81,15 +93,19 @@ def _hardware_blockers(claim, args) -> list[str]:
     except KeyError as exc:
         raise BenchError(str(exc).strip("'\"")) from None
     mine = args.gpus or hw.gpus_per_node
-    if hw.name.lower() != name.lower() or mine != gpus:
-        return [f"hardware under test {mine}x {hw.name} is not the claim's {gpus}x {name}"]
-    return []
+    return [
+        f"hardware under test {mine}x {hw.name} is not the claim's {gpus}x {name}: a run on "
+        f"{gpus}x {name} would decide"
+    ]
 
 
 def _figure(summary: dict, figure: str) -> float:
     from sglang_mx.bench.report import summary_value
 
-    return float(summary_value(summary, figure))
+    value = float(summary_value(summary, figure))
+    if math.isnan(value):
+        raise BenchError(f"the run's summary has no {figure!r}, the figure the claim names")
+    return value
 
 
 def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> dict:
@@ -100,15 +116,19 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
     if changes:
         blockers.append(
             "workload scaled (" + "; ".join(changes) + "): a scaled run measures "
-            "another workload, so it can neither reproduce nor refute the claim"
+            "another workload, so it can neither reproduce nor refute the claim; a run of the "
+            "claim's own workload would decide"
         )
     blockers += _hardware_blockers(claim, args)
     failures = []
     for i, s in enumerate(summaries, 1):
-        if not s["audit"]["ok"]:
-            blockers.append(f"repeat {i}: token audit failed: {s['audit']['message']}")
+        if not s["audit"]["ok"]:  # the server misreports what it served: evidence, not noise
+            failures.append(f"repeat {i}: token audit failed: {s['audit']['message']}")
         if s["selfcheck"]["client_bound"]:
-            blockers.append(f"repeat {i}: client-bound: {'; '.join(s['selfcheck']['reasons'])}")
+            blockers.append(
+                f"repeat {i}: client-bound: {'; '.join(s['selfcheck']['reasons'])}; a load "
+                "generator with room to spare would decide (bench calibrate)"
+            )
         if s["errors"]:
             failures.append(
                 f"repeat {i}: {s['errors']} of {s['requests']} requests failed, "
@@ -180,7 +200,13 @@ def _cost(claim, args, summary: dict) -> dict:
     from sglang_mx.bench.cli_args import cost_inputs
     from sglang_mx.capacity.cost import cost_report
 
-    gpus, price, _, source = cost_inputs(args)
+    try:
+        gpus, price, _, source = cost_inputs(args)
+    except BenchError:  # not in the table: the claim's own hardware (CPU), or refused before
+        if not _claims_own_hardware(claim, args):
+            raise
+        gpus, price = args.gpus or claim.hardware[1], args.price or 0.0
+        source = "--price on the command line" if price else ""
     if not price:  # nothing stated here: the claim's own price, named as such
         p = claim.raw["price"]
         gpus, price = claim.hardware[1], float(p["usd_per_gpu_hour"])

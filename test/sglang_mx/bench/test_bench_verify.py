@@ -17,21 +17,21 @@ from sglang_mx.bench import cli as bench_cli
 from sglang_mx_lab.testing.server import free_port
 
 
-def _serve(port: int) -> None:
+def _serve(port: int, app_kwargs: dict) -> None:
     import uvicorn
 
-    uvicorn.run(make_app(FakeCache(), metrics=True), host="127.0.0.1", port=port,
+    uvicorn.run(make_app(FakeCache(), metrics=True, **app_kwargs), host="127.0.0.1", port=port,
                 log_level="critical")  # fmt: skip
 
 
 @contextlib.contextmanager
-def fake_server_process():
+def fake_server_process(**app_kwargs):
     """The fake in a process of its own: in this process's thread it would hold the client's
     GIL for tens of ms on a loaded box, and the self-check would rightly call the client
     bound, which is not what this test is about."""
 
     port = free_port()
-    proc = multiprocessing.get_context("spawn").Process(target=_serve, args=(port,))
+    proc = multiprocessing.get_context("spawn").Process(target=_serve, args=(port, app_kwargs))
     proc.start()
     with serving(f"http://127.0.0.1:{port}", lambda: (proc.terminate(), proc.join(10))) as url:
         yield url
@@ -123,3 +123,45 @@ def test_verify_refuses_a_bad_slo_flag_before_any_run(tmp_path, capsys):
     assert _main(argv) == 2
     err = capsys.readouterr().err
     assert err.strip() == "sglang-mx bench: --slo-tpot 0.0: a limit in seconds must be > 0"
+
+
+# (the fake's planted fault, the claimed output tok/s, exit status, verdict, a reason's words)
+LIARS = [
+    ({}, 1.0, 0, "reproduced", "is at least"),
+    ({}, 1e9, 1, "not reproduced", "is not at least"),
+    ({"fail_every": 4}, 1.0, 1, "not reproduced", "requests failed"),
+    ({"short_by": 2}, 1.0, 1, "not reproduced", "token audit failed"),
+    ({"count_extra_generation": 3}, 1.0, 1, "not reproduced", "token audit failed"),
+]
+
+
+@pytest.mark.parametrize(("fault", "value", "status", "verdict", "reason"), LIARS)
+def test_a_cpu_claim_is_judged_on_its_own_hardware(
+    tmp_path, tiny_tokenizer, fault, value, status, verdict, reason
+):
+    """Issue 45: a claim may name `CPU` hardware and `--hardware CPU --gpus 1` matches it, so
+    the run is judged: failed requests and a server whose usage disagrees with what it streamed
+    or with its own counters are refuted (not inconclusive), as a too-low interval is."""
+    tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    out = tmp_path / "out"
+    claim = _claim(tmp_path, value, hardware={"name": "CPU", "gpus": 1})
+    with fake_server_process(**fault) as url:
+        argv = ["bench", "verify", claim, "--url", url, "--tokenizer", str(tmp_path),
+                "--hardware", "CPU", "--gpus", "1", "--repeats", "3", "--warmup", "0",
+                "--no-progress", "-o", str(out)]  # fmt: skip
+        assert _main(argv) == status
+    v = json.loads((out / "verdict.json").read_text())
+    assert v["verdict"] == verdict and any(reason in r for r in v["reasons"]), v["reasons"]
+    assert not any("hardware under test" in r for r in v["reasons"])
+    result = json.loads((out / "result.json").read_text())
+    assert result["cost"]["price_source"].startswith("the claim's price")
+
+
+def test_a_missing_figure_is_an_error_naming_it():
+    """A claimed figure the run's summary lacks is refused by name, not judged as NaN."""
+    from sglang_mx.bench import verify
+
+    summary = {"ttft_s": {"p50": 0.1}, "output_tok_s": 5.0}
+    assert verify._figure(summary, "output_tok_s") == 5.0
+    with pytest.raises(verify.BenchError, match="no 'ttft_s.p99'"):
+        verify._figure(summary, "ttft_s.p99")

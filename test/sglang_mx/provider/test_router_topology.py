@@ -33,7 +33,10 @@ REQUEST_BOUND_S = 90  # a request outliving this counts as hung
 # token queued behind the others on the surviving worker of a loaded 2-core box, well past any
 # decode step there.
 STALL_S = 45
-STREAMS, STREAM_TOKENS, FOLLOW_UPS = 8, 40, 6
+# Streams long enough that the victim still runs two or more once the last of the 8 has its
+# first token (CI, 2026-12-04: at 40 tokens the victim's streams could all end first, and the
+# kill never came: "the router sent the victim no streams").
+STREAMS, STREAM_TOKENS, FOLLOW_UPS = 8, 160, 6
 
 
 @pytest.fixture(scope="module")

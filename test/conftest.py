@@ -216,7 +216,8 @@ def mtp_server_handle():
     from sglang_mx_lab.testing.server import default_serve_args
 
     model, args = default_serve_args()
-    yield from _session_server(GLM5_UNIT, model, [*args, *MTP_ARGS])
+    # --enable-metrics: bench's run-level acceptance reads SGLang's spec_verify_calls_total
+    yield from _session_server(GLM5_UNIT, model, [*args, *MTP_ARGS, "--enable-metrics"])
 
 
 @pytest.fixture(scope="session")

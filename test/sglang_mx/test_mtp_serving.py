@@ -111,3 +111,27 @@ def test_mxfp4_eh_proj_draft_serves_the_same_greedy_tokens(mxfp4_eh_proj_server,
         f"MXFP4 eh_proj drafts accepted {rate:.3f} vs bf16 eh_proj {bf16_rate:.3f} "
         f"(margin {EH_PROJ_MARGIN})"
     )
+
+
+def test_run_acceptance_from_prometheus_equals_sglangs_per_request_counts(mtp_server):
+    """bench's run-level accept length (bench/acceptance.py: generation tokens / verify steps
+    from SGLang's Prometheus counters, what `bench verify` holds a claimed draft to) equals the
+    sum of the same per-request counts SGLang reports in meta_info, on the live EAGLE server."""
+    import asyncio
+
+    from sglang_mx.bench import acceptance as run_acceptance
+    from sglang_mx.bench import promscrape
+
+    async def scrape():
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await promscrape.scrape(client, mtp_server)
+
+    before = asyncio.run(scrape())
+    assert before is not None, "the MTP session server runs without --enable-metrics"
+    metas = [greedy(mtp_server, p)["meta_info"] for p in PROMPTS[:3]]
+    after = asyncio.run(scrape())
+    got = run_acceptance.measured(promscrape.counter_delta(before, after))
+    tokens = sum(m["completion_tokens"] for m in metas)
+    verify = sum(m["spec_verify_ct"] for m in metas)
+    assert got["speculative"] and got["verify_steps"] == verify, (got, metas)
+    assert got["accept_length"] == pytest.approx(tokens / verify)

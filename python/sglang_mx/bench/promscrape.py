@@ -20,6 +20,11 @@ COUNTERS = {
     "generation_tokens": ("sglang:generation_tokens_total", "vllm:generation_tokens_total"),
     "cached_tokens": ("sglang:cached_tokens_total", "vllm:prefix_cache_hits_total"),
     "requests": ("sglang:num_requests_total", "vllm:request_success_total"),
+    # speculative decoding (acceptance.py): SGLang's verify steps; vLLM's drafts and the
+    # draft tokens they accepted
+    "spec_verify_calls": ("sglang:spec_verify_calls_total",),
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
 }
 GAUGES = {
     "queue_reqs": ("sglang:num_queue_reqs", "vllm:num_requests_waiting"),

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_mx.bench import promscrape
+from sglang_mx.bench import acceptance, promscrape
 from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
 from sglang_mx.bench.client_check import CpuClock, LoopProbe, selfcheck
 from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
@@ -371,6 +371,7 @@ async def run_trace_async(
     delta = promscrape.counter_delta(before, after)
     summary["audit"] = audit(results, delta, cfg.ignore_eos, cfg.audit_tolerance)
     summary["audit"]["server_counters"] = delta
+    summary["speculative"] = acceptance.measured(delta)
     summary["selfcheck"] = selfcheck(results, probe.late, cpu_s, wall_s, summary, cfg.calibration)
     summary["server_metrics"] = sampler.summary()
     if not summary["audit"]["ok"]:

@@ -5,8 +5,9 @@
 - ratio = mean / claimed;
 - verdict, with every reason that led to it:
   - `inconclusive` when the run cannot speak for the claim (a scaled workload, other or unstated
-    hardware, a client-bound run, fewer than 2 repeats; each reason says what would decide) or
-    the interval straddles the threshold;
+    hardware; each reason says what would decide), or its figure cannot be judged (a
+    client-bound run, fewer than 2 repeats) and nothing else refutes it, or the interval
+    straddles the threshold;
   - `not reproduced` when requests failed, a repeat missed the claim's SLO, the token audit
     failed (the server misreports its usage), or the whole interval is on the wrong side of the
     threshold;
@@ -78,12 +79,15 @@ def decide(
     tolerance: float,
     blockers: Sequence[str] = (),
     failures: Sequence[str] = (),
+    figure_blockers: Sequence[str] = (),
 ) -> dict:
     """The verdict record (see the module docstring); `blockers` make it inconclusive whatever
-    the numbers, `failures` (requests failed, SLO missed) make it not reproduced."""
+    the numbers (the run cannot speak for the claim), `failures` (requests failed, SLO missed,
+    audit failed, draft off) make it not reproduced, and `figure_blockers` (a client-bound run)
+    leave only the measured figure unjudged: failures still refute."""
     mean, lo, hi = ci95(values)
     ratio = mean / claimed if claimed else math.nan
-    reasons = list(blockers) + list(failures)
+    reasons = list(blockers) + list(failures) + list(figure_blockers)
     if len(values) < 2:
         reasons.append(f"{len(values)} repeat(s) give no interval: run --repeats 3 or more")
     threshold = claimed * (1 - tolerance if higher_is_better else 1 + tolerance)
@@ -93,10 +97,12 @@ def decide(
         right, wrong = lo >= threshold, hi < threshold
     else:
         right, wrong = hi <= threshold, lo > threshold
-    if blockers or len(values) < 2:
+    if blockers:
         verdict = INCONCLUSIVE
     elif failures:
         verdict = NOT_REPRODUCED
+    elif figure_blockers or len(values) < 2:
+        verdict = INCONCLUSIVE
     elif right:
         verdict = REPRODUCED
         reasons.append(f"{interval} is {side} {threshold:.4g} (claimed x {threshold / claimed:g})")

@@ -110,6 +110,7 @@ def _figure(summary: dict, figure: str) -> float:
 
 def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> dict:
     """The verdict record of a verify run (verdict.decide over the repeats' figures)."""
+    from sglang_mx.bench import acceptance
     from sglang_mx.bench.verdict import decide
 
     blockers = []
@@ -120,12 +121,12 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
             "claim's own workload would decide"
         )
     blockers += _hardware_blockers(claim, args)
-    failures = []
+    failures, figure_blockers = [], []
     for i, s in enumerate(summaries, 1):
         if not s["audit"]["ok"]:  # the server misreports what it served: evidence, not noise
             failures.append(f"repeat {i}: token audit failed: {s['audit']['message']}")
         if s["selfcheck"]["client_bound"]:
-            blockers.append(
+            figure_blockers.append(
                 f"repeat {i}: client-bound: {'; '.join(s['selfcheck']['reasons'])}; a load "
                 "generator with room to spare would decide (bench calibrate)"
             )
@@ -142,16 +143,19 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
                 for g in missed
             )
             failures.append(f"repeat {i} missed the SLO: {text}")
+    tolerance = claim.tolerance if args.tolerance is None else args.tolerance
+    spec = acceptance.judge(
+        claim.raw.get("speculative"), [s.get("speculative", {}) for s in summaries], tolerance
+    )
+    blockers += spec["blockers"]
+    failures += spec["failures"]
     divide = gpus if claim.per == "gpu" else 1
     values = [_figure(s, claim.figure) / divide for s in summaries]
     out = decide(
-        claim.value,
-        values,
-        claim.higher_is_better,
-        claim.tolerance if args.tolerance is None else args.tolerance,
-        blockers,
-        failures,
+        claim.value, values, claim.higher_is_better, tolerance, blockers, failures, figure_blockers
     )
+    out["reasons"] += spec["notes"]
+    out["acceptance"] = spec["record"]
     out.update(
         {
             "claim": claim.id,
@@ -347,6 +351,7 @@ def cmd_verify(args) -> int:
                     "tolerance",
                     "repeats",
                     "slo_source",
+                    "acceptance",
                 )
             },
             indent=1,

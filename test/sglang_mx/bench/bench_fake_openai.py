@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
@@ -48,6 +49,7 @@ def make_app(
     count_extra_generation: int = 0,
     short_by: int = 0,
     prefill_s: float = 0.0,
+    spec_accept: float = 0.0,
 ) -> FastAPI:
     """`context_length`: prompts of that many tokens or more, or prompt + max_tokens above it,
     get SGLang's 400; `advertise` False keeps it out of /v1/models and /get_model_info (a server
@@ -57,17 +59,21 @@ def make_app(
     `short_by` streams that many tokens fewer than max_tokens while usage still claims them
     all. `prefill_s`: a streamed prompt is looked up on arrival but cached only after that
     long, just before its first token, as SGLang's radix cache takes it once its prefill result
-    is processed (requests arriving meanwhile miss it)."""
+    is processed (requests arriving meanwhile miss it). `spec_accept`: a draft accepting that
+    many tokens per verify step, counted as SGLang counts it (sglang:spec_verify_calls_total;
+    0: no draft, no counter)."""
     app = FastAPI()
     count = {"n": 0}
     app.state.completions = count
-    totals = {"prompt": 0, "generation": 0, "cached": 0, "requests": 0}
+    totals = {"prompt": 0, "generation": 0, "cached": 0, "requests": 0, "verify": 0}
 
     def tally(prompt: int, generation: int, cached: int) -> None:
         totals["prompt"] += prompt
         totals["generation"] += generation + count_extra_generation
         totals["cached"] += cached
         totals["requests"] += 1
+        if spec_accept:
+            totals["verify"] += math.ceil(generation / spec_accept)
 
     if metrics:
 
@@ -86,6 +92,10 @@ def make_app(
                 'sglang:token_usage{model_name="fake-model"} 0.25\n'
                 'sglang:cache_hit_rate{model_name="fake-model"} 0.5\n'
             )
+            if spec_accept:
+                verify = float(totals["verify"])
+                text += f'sglang:spec_verify_calls_total{{model_name="fake-model"}} {verify}\n'
+
             return PlainTextResponse(text)
 
     @app.get("/v1/models")

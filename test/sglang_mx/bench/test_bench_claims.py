@@ -95,3 +95,11 @@ def test_blockers_and_failures_override_the_numbers():
     v = decide(100.0, good, True, 0.1, failures=["repeat 1 missed the claim's SLO"])
     assert v["verdict"] == "not reproduced"
     assert decide(100.0, [100.0], True, 0.1)["verdict"] == "inconclusive"  # no interval
+    # A client-bound run cannot judge its figure, but what it saw fail still refutes; a run that
+    # cannot speak for the claim at all (other hardware) stays inconclusive even so.
+    bound = ["repeat 1: client-bound"]
+    assert decide(100.0, good, True, 0.1, figure_blockers=bound)["verdict"] == "inconclusive"
+    v = decide(100.0, good, True, 0.1, failures=["token audit failed"], figure_blockers=bound)
+    assert v["verdict"] == "not reproduced" and bound[0] in v["reasons"]
+    v = decide(100.0, good, True, 0.1, ["other hardware"], ["token audit failed"], bound)
+    assert v["verdict"] == "inconclusive"

@@ -125,26 +125,37 @@ def test_verify_refuses_a_bad_slo_flag_before_any_run(tmp_path, capsys):
     assert err.strip() == "sglang-mx bench: --slo-tpot 0.0: a limit in seconds must be > 0"
 
 
-# (the fake's planted fault, the claimed output tok/s, exit status, verdict, a reason's words)
+DRAFT = {"algorithm": "EAGLE 3/1/4", "accept_length": 2.0, "simulated": False}
+# (the fake's planted fault, the claimed output tok/s, exit status, verdict, a reason's words,
+# the claim's speculative section)
 LIARS = [
     ({}, 1.0, 0, "reproduced", "is at least"),
     ({}, 1e9, 1, "not reproduced", "is not at least"),
     ({"fail_every": 4}, 1.0, 1, "not reproduced", "requests failed"),
     ({"short_by": 2}, 1.0, 1, "not reproduced", "token audit failed"),
     ({"count_extra_generation": 3}, 1.0, 1, "not reproduced", "token audit failed"),
+    ({"spec_accept": 2.67}, 1.0, 0, "reproduced", "accept length 2.67 measured against 2"),
+    ({}, 1.0, 1, "not reproduced", "ran no verify step: the draft is off"),
+    ({"spec_accept": 1.6}, 1.0, 1, "not reproduced", "accept length 1.6 measured"),
+    ({"spec_accept": 1.6}, 1.0, 0, "reproduced", "simulated acceptance (accept length 2)"),
 ]
+CLAIM_DRAFT = [None, None, None, None, None, DRAFT, DRAFT, DRAFT, {**DRAFT, "simulated": True}]
+LIARS = [(*liar, draft) for liar, draft in zip(LIARS, CLAIM_DRAFT, strict=True)]
 
 
-@pytest.mark.parametrize(("fault", "value", "status", "verdict", "reason"), LIARS)
+@pytest.mark.parametrize(("fault", "value", "status", "verdict", "reason", "draft"), LIARS)
 def test_a_cpu_claim_is_judged_on_its_own_hardware(
-    tmp_path, tiny_tokenizer, fault, value, status, verdict, reason
+    tmp_path, tiny_tokenizer, fault, value, status, verdict, reason, draft
 ):
     """Issue 45: a claim may name `CPU` hardware and `--hardware CPU --gpus 1` matches it, so
     the run is judged: failed requests and a server whose usage disagrees with what it streamed
-    or with its own counters are refuted (not inconclusive), as a too-low interval is."""
+    or with its own counters are refuted (not inconclusive), as a too-low interval is; a claimed
+    draft is held to the acceptance the server's counters show (absent or low: refuted), and a
+    simulated one is reported beside the real."""
     tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
     out = tmp_path / "out"
-    claim = _claim(tmp_path, value, hardware={"name": "CPU", "gpus": 1})
+    extra = {"speculative": draft} if draft else {}
+    claim = _claim(tmp_path, value, hardware={"name": "CPU", "gpus": 1}, **extra)
     with fake_server_process(**fault) as url:
         argv = ["bench", "verify", claim, "--url", url, "--tokenizer", str(tmp_path),
                 "--hardware", "CPU", "--gpus", "1", "--repeats", "3", "--warmup", "0",
@@ -155,6 +166,9 @@ def test_a_cpu_claim_is_judged_on_its_own_hardware(
     assert not any("hardware under test" in r for r in v["reasons"])
     result = json.loads((out / "result.json").read_text())
     assert result["cost"]["price_source"].startswith("the claim's price")
+    if draft:
+        assert v["acceptance"]["claimed"] == draft["accept_length"]
+        assert len(v["acceptance"]["measured"]) == 3
 
 
 def test_a_missing_figure_is_an_error_naming_it():

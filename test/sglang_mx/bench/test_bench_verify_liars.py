@@ -1,0 +1,66 @@
+"""`bench verify` against the live CPU server, on a claim about this CPU box (issue 45, item 2):
+an honest run of a claim below what the server does reproduces it; lying proxies in front of the
+same server (sglang_mx_lab.testing.liar_proxy) are refuted, each for its own reason: slower
+streams against a claim near what the server does (the interval), inflated usage (the token
+audit against the stream and SGLang's own counters), failed requests. Through the CLI, exit
+codes checked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import yaml
+from sglang_mx.bench import cli as bench_cli
+from sglang_mx_lab.testing.liar_proxy import Lies, liar_proxy
+
+pytestmark = pytest.mark.server
+
+
+def _claim(tmp_path, value: float) -> str:
+    raw = {
+        "schema": 1, "id": "cpu-bundled-mxfp4", "model": {"name": "tiny-glm-moe-mxfp4"},
+        "hardware": {"name": "CPU", "gpus": 1}, "engine": {"name": "sglang"},
+        "workload": {"input_len": 64, "output_len": 16, "hit_rate": 0.5, "prefix_groups": 2,
+                     "num_requests": 6, "arrival": "concurrency", "concurrency": 2},
+        "slo": {"ttft_s": 60.0},
+        "price": {"usd_per_gpu_hour": 0.1, "source": "test", "date": "2026-12-04"},
+        "claimed": {"figure": "output_tok_s", "value": value, "per": "node", "source": "test"},
+    }  # fmt: skip
+    path = tmp_path / f"claim-{value:g}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def _verify(url: str, claim: str, tokenizer: str, out) -> tuple[int, dict]:
+    parser = argparse.ArgumentParser()
+    bench_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "verify", claim, "--url", url, "--tokenizer", tokenizer,
+                              "--hardware", "CPU", "--gpus", "1", "--repeats", "3",
+                              "--warmup", "1", "--no-progress", "-o", str(out)])  # fmt: skip
+    status = args.func(args)
+    return status, json.loads((out / "verdict.json").read_text())
+
+
+def test_honest_server_reproduces_and_each_liar_is_refuted(
+    live_server, bundled_tokenizer_dir, tmp_path
+):
+    status, honest = _verify(live_server, _claim(tmp_path, 1.0), bundled_tokenizer_dir,
+                             tmp_path / "honest")  # fmt: skip
+    assert (status, honest["verdict"]) == (0, "reproduced"), honest["reasons"]
+    # A claim near what the server does (0.8x its measured mean, tolerance 10%) reproduces
+    # honestly; through a proxy holding each streamed event 0.1 s it cannot.
+    near = _claim(tmp_path, 0.8 * honest["measured"])
+    cases = [
+        (Lies(delay_s=0.1), near, "is not at least"),
+        (Lies(inflate=3), _claim(tmp_path, 1.0), "token audit failed"),
+        (Lies(fail_every=4), _claim(tmp_path, 1.0), "requests failed"),
+    ]
+    for i, (lies, claim, reason) in enumerate(cases):
+        with liar_proxy(live_server, lies) as url:
+            status, v = _verify(url, claim, bundled_tokenizer_dir, tmp_path / f"liar-{i}")
+        assert (status, v["verdict"]) == (1, "not reproduced"), (lies, v["reasons"])
+        assert any(reason in r for r in v["reasons"]), (lies, v["reasons"])
+    slow = json.loads((tmp_path / "liar-0" / "verdict.json").read_text())
+    assert slow["measured"] < 0.5 * honest["measured"], (slow["measured"], honest["measured"])

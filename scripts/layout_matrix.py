@@ -1,5 +1,5 @@
-"""Serve every production layout of the suite (sglang_mx_lab.testing.layouts) on this box, plus
-a TP1 bf16-KV server for the FP8 KV quality column, and write what was measured:
+"""Serve every production layout of the suite (sglang_mx_lab.testing.layout_serving) on this
+box, plus a TP1 bf16-KV server for the FP8 KV quality column, and write what was measured:
 docs/results/layout-matrix-cpu.json and the table in docs/layouts.md (between its markers).
 
     .venv/bin/python scripts/layout_matrix.py   # ~10 min on 2 cores
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_mx.bench.stamp import stamp  # noqa: E402
 from sglang_mx.seam.cpu_binding import BIND_ENV  # noqa: E402
-from sglang_mx_lab.testing import layouts as L  # noqa: E402
+from sglang_mx_lab.testing import layout_serving as L  # noqa: E402
 from sglang_mx_lab.testing.server import default_serve_args, start_servers  # noqa: E402
 
 BEGIN, END = "<!-- layout-matrix:begin -->", "<!-- layout-matrix:end -->"

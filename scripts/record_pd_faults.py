@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     from sglang_mx.bench.stamp import stamp
     from sglang_mx.provider.keys import KeyStore
     from sglang_mx.provider.launch import pd_router_process, provider_process
-    from sglang_mx_lab.testing.pd import FAULT_ENV, start_pd_sides
     from sglang_mx_lab.testing.pd_faults import fault_run
+    from sglang_mx_lab.testing.pd_servers import FAULT_ENV, start_pd_sides
     from sglang_mx_lab.testing.server import default_serve_args
 
     model, serve_args = default_serve_args()

@@ -1,7 +1,7 @@
-"""The production layouts at two ranks on the CPU box (sglang_mx_lab.testing.layouts): each launch
-recipe's flag set (recipes/mi355x.json, scaled by recipes.cpu_args: TP4/EP4 + EAGLE 5/1/6,
-TP8 + EAGLE 5/1/6, TP8/DP8-attention/EP8 + MTP 1/1/2, all with FP8 KV and the glm47/glm45
-parsers) and SGLang's own EAGLE default, through mx_dsa on the default tiny GLM-5 in float32.
+"""The production layouts at two ranks on the CPU box (sglang_mx_lab.testing.layout_serving): each
+launch recipe's flag set (recipes/mi355x.json, scaled by recipes.cpu_args: TP4/EP4 + EAGLE 5/1/6,
+TP8 + EAGLE 5/1/6, TP8/DP8-attention/EP8 + MTP 1/1/2, all with FP8 KV and the glm47/glm45 parsers)
+and SGLang's own EAGLE default, through mx_dsa on the default tiny GLM-5 in float32.
 
 Checked: every layout starts (a recipe whose flags crash fails here), resolves the layout it
 asked for, needs no SGLANG_CPU_OMP_THREADS_BIND from the user, serves greedy tokens equal to the
@@ -14,7 +14,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from sglang_mx.seam.cpu_binding import BIND_ENV
-from sglang_mx_lab.testing import layouts as L
+from sglang_mx_lab.testing import layout_serving as L
 
 pytestmark = pytest.mark.server
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from sglang_mx.seam.cpu_binding import BIND_ENV
-from sglang_mx_lab.testing import layouts as L
+from sglang_mx_lab.testing import layout_serving as L
 from sglang_mx_lab.testing.server import (
     default_serve_args,
     free_port,

@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 def _with_pd(model_dir, serve_args, tokens, cal, first, load, args, t_start) -> int:
     from sglang_mx.provider.launch import pd_router_process
 
-    from sglang_mx_lab.testing.pd import start_pd_sides
+    from sglang_mx_lab.testing.pd_servers import start_pd_sides
     from sglang_mx_lab.testing.pin_cores import ONE_THREAD_ENV, allowed_cores, pin_server
     from sglang_mx_lab.testing.server import free_port
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sglang_mx_lab.testing.pd import PdSides, wait_pd_serving
+from sglang_mx_lab.testing.pd_servers import PdSides, wait_pd_serving
 from sglang_mx_lab.testing.streams import count, ledger_problems, stream_chat
 
 

@@ -278,7 +278,8 @@ class SupervisedServer:
         self, timeout: float = 300.0, probe: Callable[[str, float], float] = wait_generating
     ) -> float:
         """Seconds until `probe` (default: the server generates a token, polled every 0.25 s)
-        passes; one side of PD answers its own probe (sglang_mx_lab.testing.pd.wait_pd_serving)."""
+        passes; one side of PD answers its own probe
+        (sglang_mx_lab.testing.pd_servers.wait_pd_serving)."""
         try:
             return probe(self.base_url, timeout)
         except TimeoutError as e:

@@ -32,9 +32,9 @@ DROPPED = {
     "--chunked-prefill-size": "sized for a GPU: SGLang reserves activation memory for it and the "
     "derived --mem-fraction-static goes negative on this box (32768: -1.07)",
     "--disable-custom-all-reduce": "no all-reduce at one rank",
-    "--disaggregation-mode": "set per side by sglang_mx_lab.testing.pd",
-    "--disaggregation-transfer-backend": "mooncake over TCP, set by sglang_mx_lab.testing.pd",
-    "--disaggregation-bootstrap-port": "a free port, set by sglang_mx_lab.testing.pd",
+    "--disaggregation-mode": "set per side by sglang_mx_lab.testing.pd_servers",
+    "--disaggregation-transfer-backend": "mooncake over TCP, set by testing.pd_servers",
+    "--disaggregation-bootstrap-port": "a free port, set by sglang_mx_lab.testing.pd_servers",
     "--disaggregation-ib-device": "no RDMA device",
 }
 
@@ -53,7 +53,7 @@ def test_the_cpu_run_keeps_the_recipes_kv_and_mtp_flags():
 
 @pytest.fixture(scope="module")
 def topology():
-    from sglang_mx_lab.testing.pd import start_pd_sides
+    from sglang_mx_lab.testing.pd_servers import start_pd_sides
     from sglang_mx_lab.testing.server import default_serve_args, spawn_server, wait_ready
 
     model, _ = default_serve_args()

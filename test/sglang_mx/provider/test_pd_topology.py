@@ -40,7 +40,7 @@ INDEX_TOPK = 128  # the tiny GLM-5's index_topk (config.json)
 
 @pytest.fixture(scope="module")
 def pd(tmp_path_factory):
-    from sglang_mx_lab.testing.pd import start_pd_sides
+    from sglang_mx_lab.testing.pd_servers import start_pd_sides
     from sglang_mx_lab.testing.server import default_serve_args, spawn_server, wait_ready
 
     tmp = tmp_path_factory.mktemp("pd")

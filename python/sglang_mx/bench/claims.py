@@ -128,6 +128,13 @@ SPEC_FIELDS: dict[str, tuple[bool, object]] = {
     "concurrency": (False, _pos_int),
     "seed": (False, _any),
 }
+# A cost comparison with another claim file beside this one (`bench verify --check`);
+# price_compared_with: the hardware the price was compared against.
+COMPARE = {"claim": (True, _str), "cost_ratio_at_most": (True, _pos_num),
+           "price_compared_with": (False, _str), "source": (False, _str)}  # fmt: skip
+# A draft the figure was measured with (`bench verify` holds it to the run's real acceptance).
+SPECULATIVE = {"algorithm": (True, _str), "accept_length": (False, _pos_num),
+               "simulated": (False, _bool), "source": (False, _str)}  # fmt: skip
 # section -> field -> (required, check)
 SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
     "": {
@@ -166,19 +173,8 @@ SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
         "includes_cached_input": (False, _bool),
         "usd_per_m_tokens": (False, _pos_num),  # a cost per token the claim states
     },
-    # a cost comparison with another claim file (beside this one): `bench verify --check`
-    "compare": {
-        "claim": (True, _str),
-        "cost_ratio_at_most": (True, _pos_num),
-        "price_compared_with": (False, _str),  # the hardware the price was compared against
-        "source": (False, _str),
-    },
-    "speculative": {
-        "algorithm": (True, _str),
-        "accept_length": (False, _pos_num),
-        "simulated": (False, _bool),
-        "source": (False, _str),
-    },
+    "compare": COMPARE,
+    "speculative": SPECULATIVE,
     "accuracy": {"task": (True, _str), "score": (True, _share), "source": (True, _str)},
 }
 REQUIRED_SECTIONS = ("model", "hardware", "engine", "workload", "price", "claimed")

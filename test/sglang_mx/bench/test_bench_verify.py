@@ -10,9 +10,9 @@ import json
 import multiprocessing
 
 import pytest
-import yaml
 from bench_fake_openai import FakeCache, make_app
 from bench_processes import serving
+from claim_files import write_claim
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx_lab.testing.server import free_port
 
@@ -45,22 +45,7 @@ def _main(argv: list[str]) -> int:
 
 
 def _claim(tmp_path, value: float, **over) -> str:
-    raw = {
-        "schema": 1,
-        "id": "fake-claim",
-        "model": {"name": "fake-model"},
-        "hardware": {"name": "MI355X", "gpus": 8},
-        "engine": {"name": "fake"},
-        "workload": {"input_len": 64, "output_len": 8, "hit_rate": 0.5, "prefix_groups": 2,
-                     "num_requests": 8, "arrival": "concurrency", "concurrency": 4},
-        "slo": {"ttft_s": 5.0},
-        "price": {"usd_per_gpu_hour": 1.48, "source": "test", "date": "2026-12-01"},
-        "claimed": {"figure": "output_tok_s", "value": value, "per": "node", "source": "test"},
-    }  # fmt: skip
-    raw.update(over)
-    path = tmp_path / f"claim-{value:g}.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
+    return write_claim(tmp_path, value, **over)
 
 
 @pytest.mark.parametrize(("value", "status", "verdict"), [(1.0, 0, "reproduced"),

@@ -11,7 +11,7 @@ import argparse
 import json
 
 import pytest
-import yaml
+from claim_files import write_claim
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx_lab.testing.liar_proxy import Lies, liar_proxy
 
@@ -19,18 +19,11 @@ pytestmark = pytest.mark.server
 
 
 def _claim(tmp_path, value: float) -> str:
-    raw = {
-        "schema": 1, "id": "cpu-bundled-mxfp4", "model": {"name": "tiny-glm-moe-mxfp4"},
-        "hardware": {"name": "CPU", "gpus": 1}, "engine": {"name": "sglang"},
-        "workload": {"input_len": 64, "output_len": 16, "hit_rate": 0.5, "prefix_groups": 2,
-                     "num_requests": 6, "arrival": "concurrency", "concurrency": 2},
-        "slo": {"ttft_s": 60.0},
-        "price": {"usd_per_gpu_hour": 0.1, "source": "test", "date": "2026-12-04"},
-        "claimed": {"figure": "output_tok_s", "value": value, "per": "node", "source": "test"},
-    }  # fmt: skip
-    path = tmp_path / f"claim-{value:g}.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
+    """A claim about this CPU box: 6 requests of 64 tokens in, 16 out, two at a time."""
+    workload = {"input_len": 64, "output_len": 16, "hit_rate": 0.5, "prefix_groups": 2,
+                "num_requests": 6, "arrival": "concurrency", "concurrency": 2}  # fmt: skip
+    return write_claim(tmp_path, value, hardware={"name": "CPU", "gpus": 1}, workload=workload,
+                       slo={"ttft_s": 60.0})  # fmt: skip
 
 
 def _verify(url: str, claim: str, tokenizer: str, out) -> tuple[int, dict]:

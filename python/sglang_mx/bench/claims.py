@@ -176,6 +176,8 @@ SCHEMA: dict[str, dict[str, tuple[bool, object]]] = {
     "compare": COMPARE,
     "speculative": SPECULATIVE,
     "accuracy": {"task": (True, _str), "score": (True, _share), "source": (True, _str)},
+    # bounds on agreement with a reference deployment (bench verify --reference)
+    "agreement": {"top1_min": (True, _share), "kl_max": (False, _pos_num), "source": (True, _str)},
 }
 REQUIRED_SECTIONS = ("model", "hardware", "engine", "workload", "price", "claimed")
 

@@ -108,9 +108,12 @@ def _figure(summary: dict, figure: str) -> float:
     return value
 
 
-def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> dict:
-    """The verdict record of a verify run (verdict.decide over the repeats' figures)."""
-    from sglang_mx.bench import acceptance
+def judge(
+    claim, summaries: list[dict], changes: list[str], args, gpus: int, agreed: dict | None = None
+) -> dict:
+    """The verdict record of a verify run (verdict.decide over the repeats' figures); `agreed`:
+    the endpoint's agreement with --reference (agreement.measure), when one was given."""
+    from sglang_mx.bench import acceptance, agreement
     from sglang_mx.bench.verdict import decide
 
     blockers = []
@@ -149,13 +152,22 @@ def judge(claim, summaries: list[dict], changes: list[str], args, gpus: int) -> 
     )
     blockers += spec["blockers"]
     failures += spec["failures"]
+    top1_min, kl_max, bound_source = agreement.bounds(
+        claim.raw, getattr(args, "agreement_top1", None)
+    )
+    gate = agreement.judge(agreed, top1_min, kl_max, bound_source)
+    failures += gate["failures"]
     divide = gpus if claim.per == "gpu" else 1
     values = [_figure(s, claim.figure) / divide for s in summaries]
     out = decide(
         claim.value, values, claim.higher_is_better, tolerance, blockers, failures, figure_blockers
     )
-    out["reasons"] += spec["notes"]
+    out["reasons"] += spec["notes"] + gate["notes"]
     out["acceptance"] = spec["record"]
+    out["agreement"] = None if agreed is None else {
+        **{k: v for k, v in agreed.items() if k != "per_prompt"},
+        "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
+    }  # fmt: skip
     out.update(
         {
             "claim": claim.id,
@@ -283,6 +295,16 @@ def cmd_verify(args) -> int:
         check_fits(trace, cfg.limits)
     except BenchError as exc:
         raise BenchError(f"claim {claim.id!r}: {exc}") from None
+    agreed = None
+    if args.reference:  # before the load: a model that computes the wrong thing fails fast
+        from sglang_mx.bench import agreement
+
+        agreement.bounds(claim.raw, args.agreement_top1)  # a bad flag stops the run here
+        print(f"== {claim.id}: agreement with {args.reference}", file=sys.stderr)
+        agreed = agreement.measure(
+            cfg.base_url, args.reference.rstrip("/"), args.model, args.reference_model,
+            agreement.load_prompts(), args.agreement_tokens, args.api_key, args.reference_api_key,
+        )  # fmt: skip
     warnings = [loud(f"WORKLOAD SCALED: {c}") for c in changes]
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))
     prompts = materialize(trace, tokens)
@@ -298,7 +320,7 @@ def cmd_verify(args) -> int:
         warnings += res.warnings
         points.append({"x": i, "summary": res.summary, "meta": res.meta})
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
-    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus)
+    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus, agreed)
     verdict["slo_source"] = slo_source
     median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
@@ -352,6 +374,7 @@ def cmd_verify(args) -> int:
                     "repeats",
                     "slo_source",
                     "acceptance",
+                    "agreement",
                 )
             },
             indent=1,
@@ -387,6 +410,26 @@ def register(verbs) -> None:
         "claim's, else 0.10)",
     )
     p.add_argument("--num-requests", type=int, help="fewer requests than the claim (says so)")
+    p.add_argument(
+        "--reference",
+        metavar="URL",
+        help="a reference deployment of the same model: the endpoint's top-1 agreement and KL "
+        "with it on fixed prompts gate the verdict (bench/agreement.py)",
+    )
+    p.add_argument("--reference-model", help="model name at --reference (default: its first)")
+    p.add_argument("--reference-api-key", help="API key of --reference")
+    p.add_argument(
+        "--agreement-top1",
+        type=float,
+        help="least top-1 agreement with --reference (default: the claim's agreement.top1_min, "
+        f"else {0.8:g})",
+    )
+    p.add_argument(
+        "--agreement-tokens",
+        type=int,
+        default=32,
+        help="tokens of the reference's greedy continuation scored per prompt (default 32)",
+    )
     p.add_argument(
         "--fit-context",
         type=int,

@@ -18,12 +18,12 @@ from sglang_mx_lab.testing.liar_proxy import Lies, liar_proxy
 pytestmark = pytest.mark.server
 
 
-def _claim(tmp_path, value: float) -> str:
+def _claim(tmp_path, value: float, **sections) -> str:
     """A claim about this CPU box: 6 requests of 64 tokens in, 16 out, two at a time."""
     workload = {"input_len": 64, "output_len": 16, "hit_rate": 0.5, "prefix_groups": 2,
                 "num_requests": 6, "arrival": "concurrency", "concurrency": 2}  # fmt: skip
     return write_claim(tmp_path, value, hardware={"name": "CPU", "gpus": 1}, workload=workload,
-                       slo={"ttft_s": 60.0})  # fmt: skip
+                       slo={"ttft_s": 60.0}, **sections)  # fmt: skip
 
 
 def _verify(url: str, claim: str, tokenizer: str, out) -> tuple[int, dict]:
@@ -57,3 +57,17 @@ def test_honest_server_reproduces_and_each_liar_is_refuted(
         assert any(reason in r for r in v["reasons"]), (lies, v["reasons"])
     slow = json.loads((tmp_path / "liar-0" / "verdict.json").read_text())
     assert slow["measured"] < 0.5 * honest["measured"], (slow["measured"], honest["measured"])
+
+
+def test_a_draft_claimed_on_a_server_without_one_is_refuted(
+    live_server, bundled_tokenizer_dir, tmp_path
+):
+    """The suite's server runs no draft (no --speculative-algorithm): a claim that states an
+    EAGLE accept length of 2.0 is refuted by the acceptance gate, from SGLang's own counters
+    (no verify step ran), though its figure is far below what the server does."""
+    spec = {"algorithm": "EAGLE", "accept_length": 2.0, "simulated": False, "source": "test"}
+    claim = _claim(tmp_path, 1.0, speculative=spec)
+    status, v = _verify(live_server, claim, bundled_tokenizer_dir, tmp_path / "no-draft")
+    assert (status, v["verdict"]) == (1, "not reproduced"), v["reasons"]
+    assert any("the draft is off" in r for r in v["reasons"]), v["reasons"]
+    assert v["acceptance"]["claimed"] == 2.0

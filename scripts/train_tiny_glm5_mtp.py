@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from sglang_mx.bench.stamp import host_cpu
 from sglang_mx_lab.testing.corpus import encode_stream, stdlib_files
 
 SPEC = ("eh_proj", "enorm", "hnorm", "shared_head.norm")
@@ -118,6 +119,66 @@ def evaluate(main, mtp: NextN, ids: torch.Tensor, seq: int, windows: int) -> dic
     return {"top1_next_next": hit / n, "agrees_with_main_greedy": agree / n, "positions": n}
 
 
+def frozen_main_and_corpus(base: Path | None, seed: int, threads: int):
+    """(frozen float32 main model, its tokenizer, train ids, held-out ids) of the corpus split."""
+    from sglang_mx.assets import bundled_model_path
+    from sglang_mx_lab.testing.hf_reference import load_hf
+    from transformers import AutoTokenizer
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    base = base or Path(bundled_model_path("glm5-bf16"))
+    model = load_hf(base, torch.float32)
+    model.requires_grad_(False)
+    tokenizer = AutoTokenizer.from_pretrained(str(base))
+    train_texts, held_texts = stdlib_files()
+    eos = tokenizer.eos_token_id
+    return (
+        model,
+        tokenizer,
+        encode_stream(tokenizer, train_texts, eos),
+        encode_stream(tokenizer, held_texts, eos),
+    )
+
+
+def train_for(mtp: NextN, minutes: float, peak_lr: float, batch_loss) -> tuple[int, float]:
+    """AdamW on the NextN parameters for `minutes` of wall time: lr warms up over 20 steps, then
+    cosine to 0 at the end of the budget; `batch_loss()` draws a batch and returns its loss.
+    Returns (steps, seconds)."""
+    params = [p for p in mtp.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.0)
+    budget, start, step = minutes * 60.0, time.monotonic(), 0
+    mtp.train()
+    while (elapsed := time.monotonic() - start) < budget:
+        lr = peak_lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * elapsed / budget))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = batch_loss()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        if step % 25 == 0:
+            print(f"step {step} loss {loss.item():.3f} lr {lr:.2e} t {elapsed:.0f}s", flush=True)
+    mtp.eval()
+    return step, time.monotonic() - start
+
+
+def save_layer(mtp: NextN, out: Path, layer: int, meta: dict) -> None:
+    """mtp.safetensors (checkpoint names), mtp-state.pt (to resume with --init) and
+    mtp-training.json (`meta` with the torch version, the machine and the date)."""
+    from safetensors.torch import save_file
+
+    meta = {**meta, "torch": torch.__version__, "device": f"cpu ({host_cpu()})",
+            "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(mtp.checkpoint_tensors(layer), str(out / "mtp.safetensors"))
+    torch.save(mtp.state_dict(), out / "mtp-state.pt")
+    (out / "mtp-training.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -134,60 +195,29 @@ def main() -> None:
     ap.add_argument("--init", type=Path, default=None, help="resume from a run's mtp-state.pt")
     args = ap.parse_args()
 
-    from sglang_mx.assets import bundled_model_path
-    from sglang_mx_lab.testing.hf_reference import load_hf
-    from transformers import AutoTokenizer
-
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    base = args.base or Path(bundled_model_path("glm5-bf16"))
-    main_model = load_hf(base, torch.float32)
-    main_model.requires_grad_(False)
+    main_model, _, train_ids, held_ids = frozen_main_and_corpus(args.base, args.seed, args.threads)
     assert args.seq <= main_model.config.index_topk
-    tokenizer = AutoTokenizer.from_pretrained(str(base))
-    train_texts, held_texts = stdlib_files()
-    train_ids = encode_stream(tokenizer, train_texts, tokenizer.eos_token_id)
-    held_ids = encode_stream(tokenizer, held_texts, tokenizer.eos_token_id)
     mtp = NextN(main_model).float()
     if args.init is not None:
         mtp.load_state_dict(torch.load(args.init))
     before = evaluate(main_model, mtp, held_ids, args.seq, args.eval_windows)
     print(f"before: {before}", flush=True)
-    params = [p for p in mtp.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed)
     batch_size = max(1, args.tokens_per_step // args.seq)
-    budget, start, step = args.minutes * 60.0, time.monotonic(), 0
-    while (elapsed := time.monotonic() - start) < budget:
-        lr = args.lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * elapsed / budget))
-        for group in opt.param_groups:
-            group["lr"] = lr
+
+    def batch_loss() -> torch.Tensor:
         starts = torch.randint(0, len(train_ids) - args.seq - 3, (batch_size,), generator=gen)
         batch = torch.stack([train_ids[s : s + args.seq + 2] for s in starts.tolist()])
         logits = mtp_logits(main_model, mtp, batch)
-        loss = torch.nn.functional.cross_entropy(
+        return torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.size(-1)), batch[:, 2:].reshape(-1)
         )
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        if step % 20 == 0:
-            print(
-                f"step {step} mtp-loss {loss.item():.3f} lr {lr:.2e} t {elapsed:.0f}s", flush=True
-            )
-    seconds = time.monotonic() - start
-    mtp.eval()
+
+    step, seconds = train_for(mtp, args.minutes, args.lr, batch_loss)
     after = evaluate(main_model, mtp, held_ids, args.seq, args.eval_windows)
     print(f"after {step} steps ({seconds:.0f}s): {after}", flush=True)
 
-    from safetensors.torch import save_file
-
-    args.out.mkdir(parents=True, exist_ok=True)
     layer = main_model.config.num_hidden_layers
-    save_file(mtp.checkpoint_tensors(layer), str(args.out / "mtp.safetensors"))
-    torch.save(mtp.state_dict(), args.out / "mtp-state.pt")  # to resume with --init
     meta = {
         "what": "NextN (MTP) layer of the tiny GLM-5, loss on x[t+2], main model frozen",
         "layer": layer,
@@ -198,11 +228,8 @@ def main() -> None:
         "lr": args.lr,
         "held_out_before": before,
         "held_out_after": after,
-        "torch": torch.__version__,
-        "device": "cpu (2-core x86_64, shared)",
-        "date": time.strftime("%Y-%m-%d"),
     }
-    (args.out / "mtp-training.json").write_text(json.dumps(meta, indent=2) + "\n")
+    save_layer(mtp, args.out, layer, meta)
 
 
 if __name__ == "__main__":

@@ -17,15 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 from attention_support import assert_bf16_close, assert_topk_selection
-from sgl_kernel_rocm.attention import (
-    dsa_indexer_scores,
-    dsa_indexer_scores_ref,
-    dsa_sparse_decode,
-    dsa_sparse_decode_ref,
-    mla_decode,
-    mla_decode_ref,
-    select_topk,
-)
+from sgl_kernel_rocm import attention as att
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 from sgl_kernel_rocm.attention.topk_radix import select_topk_radix
 
@@ -87,12 +79,12 @@ def test_indexer_picks_2048_of_20k_keys():
     """Scores of every key, then both selections (torch.topk and the Triton radix select)."""
     g = _gen()
     q, w, keys, scales, bt, seq = _indexer_inputs(g, pool_pages=2 * bt_width() + 5)
-    scores = dsa_indexer_scores(q, w, keys, scales, bt, seq, max(LENS))
-    ref = dsa_indexer_scores_ref(q, w, keys, scales, bt, seq)
+    scores = att.dsa_indexer_scores(q, w, keys, scales, bt, seq, max(LENS))
+    ref = att.dsa_indexer_scores_ref(q, w, keys, scales, bt, seq)
     fin = torch.isfinite(ref)
     assert torch.equal(torch.isfinite(scores), fin), "positions past each length must be -inf"
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)
-    for select in (select_topk, select_topk_radix):
+    for select in (att.select_topk, select_topk_radix):
         idx = select(scores, seq, TOP_K)
         assert idx.shape == (len(LENS), TOP_K) and idx.dtype == torch.int32
         assert_topk_selection(idx, ref, LENS, TOP_K, slack=2e-4, note=select.__name__)
@@ -118,8 +110,8 @@ def test_sparse_decode_over_2048_selected_keys_split(layout):
     opts = {"kv_scale": scale, "layout": lay}
     if lay.name == PACKED.name:
         kv = kv.view(torch.float8_e4m3fn)  # how SGLang's pool hands packed rows over
-    dsa_sparse_decode(q, kv, bt, seq, idx, num_splits=8, out=out, **opts)
-    assert_bf16_close(out, dsa_sparse_decode_ref(q, kv, bt, seq, idx, **opts), layout)
+    att.dsa_sparse_decode(q, kv, bt, seq, idx, num_splits=8, out=out, **opts)
+    assert_bf16_close(out, att.dsa_sparse_decode_ref(q, kv, bt, seq, idx, **opts), layout)
 
 
 # ------------------------------------------------------------------ offsets past 2^31 bytes
@@ -155,8 +147,8 @@ def test_indexer_reads_keys_past_2_31_bytes():
     pages = INT32_END // (PAGE * INDEX_DIM) + 2 * bt_width() + 16
     q, w, keys, scales, bt, seq = _indexer_inputs(g, pages, first_page=pages - 2 * bt_width() - 8)
     assert keys.nbytes > INT32_END and int(bt.min()) * PAGE * INDEX_DIM >= INT32_END
-    scores = dsa_indexer_scores(q, w, keys, scales, bt, seq, max(LENS))
-    ref = dsa_indexer_scores_ref(q, w, keys, scales, bt, seq)
+    scores = att.dsa_indexer_scores(q, w, keys, scales, bt, seq, max(LENS))
+    ref = att.dsa_indexer_scores_ref(q, w, keys, scales, bt, seq)
     fin = torch.isfinite(ref)
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)
 
@@ -173,11 +165,12 @@ def test_latent_rows_past_2_31_bytes_dense_and_sparse():
     q = torch.randn(len(LENS), HEADS, D_QK, generator=g).to(torch.bfloat16)
     idx = torch.stack([torch.randperm(n, generator=g)[:TOP_K] for n in LENS]).to(torch.int32)
     sparse = torch.full((len(LENS), HEADS, 512), float("nan"), dtype=torch.bfloat16)
-    dsa_sparse_decode(q, kv, bt, seq, idx, num_splits=4, out=sparse, layout=PACKED)
-    assert_bf16_close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, layout=PACKED), "sparse")
+    att.dsa_sparse_decode(q, kv, bt, seq, idx, num_splits=4, out=sparse, layout=PACKED)
+    ref = att.dsa_sparse_decode_ref(q, kv, bt, seq, idx, layout=PACKED)
+    assert_bf16_close(sparse, ref, "sparse")
     # Dense over the shorter request only: 12k keys is enough to cross every page
     short = slice(1, 2)
     dense = torch.full((1, HEADS, 512), float("nan"), dtype=torch.bfloat16)
-    mla_decode(q[short], kv, bt[short], seq[short], num_splits=8, out=dense, layout=PACKED)
-    ref = mla_decode_ref(q[short], kv, bt[short], seq[short], layout=PACKED)
+    att.mla_decode(q[short], kv, bt[short], seq[short], num_splits=8, out=dense, layout=PACKED)
+    ref = att.mla_decode_ref(q[short], kv, bt[short], seq[short], layout=PACKED)
     assert_bf16_close(dense, ref, "dense")

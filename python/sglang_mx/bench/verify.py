@@ -389,6 +389,18 @@ def cmd_verify(args) -> int:
     return 0 if verdict["verdict"] == "reproduced" else 1
 
 
+AGREEMENT_FLAGS = (  # bench/agreement.py
+    ("--reference", {"metavar": "URL", "help": "a reference deployment of the same model: the "
+     "endpoint's top-1 agreement and KL with it on fixed prompts gate the verdict"}),
+    ("--reference-model", {"help": "model name at --reference (default: its first)"}),
+    ("--reference-api-key", {"help": "API key of --reference"}),
+    ("--agreement-top1", {"type": float, "help": "least top-1 agreement with --reference "
+     "(default: the claim's agreement.top1_min, else 0.8)"}),
+    ("--agreement-tokens", {"type": int, "default": 32, "help": "tokens of the reference's "
+     "greedy continuation scored per prompt (default 32)"}),
+)  # fmt: skip
+
+
 def register(verbs) -> None:
     from sglang_mx.bench.cli_args import one_line_errors, run_args
 
@@ -410,26 +422,8 @@ def register(verbs) -> None:
         "claim's, else 0.10)",
     )
     p.add_argument("--num-requests", type=int, help="fewer requests than the claim (says so)")
-    p.add_argument(
-        "--reference",
-        metavar="URL",
-        help="a reference deployment of the same model: the endpoint's top-1 agreement and KL "
-        "with it on fixed prompts gate the verdict (bench/agreement.py)",
-    )
-    p.add_argument("--reference-model", help="model name at --reference (default: its first)")
-    p.add_argument("--reference-api-key", help="API key of --reference")
-    p.add_argument(
-        "--agreement-top1",
-        type=float,
-        help="least top-1 agreement with --reference (default: the claim's agreement.top1_min, "
-        f"else {0.8:g})",
-    )
-    p.add_argument(
-        "--agreement-tokens",
-        type=int,
-        default=32,
-        help="tokens of the reference's greedy continuation scored per prompt (default 32)",
-    )
+    for flag, options in AGREEMENT_FLAGS:
+        p.add_argument(flag, **options)
     p.add_argument(
         "--fit-context",
         type=int,

@@ -49,6 +49,15 @@ if [ "$PD" = 1 ]; then
     echo "$msg; without them the PD tests fail (SGLANG_MX_PD=0 skips this step)" >&2
   fi
 fi
+# The report test renders report.html in a real headless browser and reads the verdict off the
+# screenshot: Debian's chromium and tesseract-ocr (skipped where neither root nor apt-get is).
+if ! { command -v chromium > /dev/null && command -v tesseract > /dev/null; } \
+    && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  pkgs="chromium tesseract-ocr"
+  apt-get install -y -q --no-install-recommends $pkgs > /dev/null \
+    || { apt-get update -q > /dev/null && apt-get install -y -q --no-install-recommends $pkgs > /dev/null; } \
+    || echo "setup: could not install $pkgs; the report screenshot test will fail" >&2
+fi
 "$VENV/bin/python" - <<'PY'
 import torch, sglang, triton
 assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"

@@ -1,7 +1,9 @@
 """report.html: one page a person reads for a run, a sweep or a verify: the verdict first (if
-any), the points table, each point's SLO gates, token audit, load-generator self-check and server
-metrics, the cost with its price source, warnings, then the PNG plots (files beside the page).
-Self-contained apart from those PNGs; every value is HTML-escaped."""
+any), with its accuracy and acceptance gates and the claim's own arithmetic and price basis
+(`verify --check`'s reading), then the points table, each point's SLO gates, token audit,
+load-generator self-check and server metrics, the cost with its price source, warnings, then
+the PNG plots (files beside the page). Self-contained apart from those PNGs; every value is
+HTML-escaped."""
 
 from __future__ import annotations
 
@@ -47,6 +49,50 @@ def _verdict(v: dict) -> str:
         + "<h3>Reasons</h3>"
         + _list([ln for ln in body if ln.startswith("- ")])
     )
+
+
+def _gates(v: dict) -> str:
+    """The accuracy (agreement with --reference) and acceptance gates, measured against bound."""
+    rows = []
+    a = v.get("agreement")
+    if a:
+        kl_ok = a["kl_max"] is None or a["kl_topk_mean"] <= a["kl_max"]
+        ok = a["top1"] >= a["top1_min"] and kl_ok
+        bound = f"top-1 >= {a['top1_min']:g}" + (
+            f", KL <= {a['kl_max']:g}" if a["kl_max"] is not None else ""
+        )
+        got = f"top-1 {a['top1']:.3f}, top-{a['top_k']} KL {a['kl_topk_mean']:.3g} nats"
+        rows.append(("accuracy: agreement with " + a["reference"], got, bound, ok))
+    s = v.get("acceptance")
+    if s:
+        measured = [x for x in s["measured"] if x is not None]
+        got = ", ".join(f"{x:.3g}" for x in measured) or "no draft ran"
+        claimed, kind = s["claimed"], " (simulated: reported, not gated)" if s["simulated"] else ""
+        ok = None  # not gated: no claimed length, or a simulated one
+        if len(measured) < len(s["measured"]):
+            ok = False  # a repeat ran no verify step: the draft was off
+        elif claimed is not None and not s["simulated"] and measured:
+            ok = sum(measured) / len(measured) >= claimed * (1 - v["tolerance"])
+        bound = "not stated" if claimed is None else f"claimed {claimed:g}{kind}"
+        rows.append((f"acceptance ({s['algorithm']})", got, bound, ok))
+    if not rows:
+        return ""
+    cells = "".join(
+        f"<tr><td>{_e(n)}</td><td>{_e(g)}</td><td>{_e(b)}</td>"
+        f"<td>{'' if ok is None else ('met' if ok else 'FAILED')}</td></tr>"
+        for n, g, b, ok in rows
+    )
+    return (
+        "<h2>Accuracy and acceptance</h2><table><tr><th>gate</th><th>measured</th>"
+        f"<th>bound</th><th>result</th></tr>{cells}</table>"
+    )
+
+
+def _claim_check(record: dict) -> str:
+    """The claim read before the run (`verify --check`): its arithmetic and price basis."""
+    from sglang_mx.bench.claim_check import render as render_check
+
+    return f"<h2>The claim's arithmetic and price</h2><pre>{_e(render_check(record))}</pre>"
 
 
 def _table(result: dict) -> str:
@@ -103,6 +149,9 @@ def render(result: dict, images: list[str]) -> str:
     ]
     if result.get("verdict"):
         parts.append(_verdict(result["verdict"]))
+        parts.append(_gates(result["verdict"]))
+    if result.get("claim_check"):
+        parts.append(_claim_check(result["claim_check"]))
     parts += [_table(result), "<h2>Checks</h2>", _list(checks_lines(result["sweep"]["points"]))]
     parts.append(_audit_tables(result))
     cost = result.get("cost")

@@ -230,6 +230,14 @@ def _cost(claim, args, summary: dict) -> dict:
     return cost_report(summary, price, gpus, price_source=source)
 
 
+def check_claim(claim) -> dict:
+    """`verify --check`'s record of the claim (its arithmetic, price basis, what it leaves
+    unstated), which a verify run's report shows beside its verdict."""
+    from sglang_mx.bench.claim_check import check
+
+    return check(claim)
+
+
 def cmd_check(args) -> int:
     """`verify --check`: the claim's arithmetic, price basis and gaps; no endpoint. Exit 0 when
     it is consistent, 1 when it contradicts itself or its sources."""
@@ -348,6 +356,7 @@ def cmd_verify(args) -> int:
         "gpus": gpus,
         "cost": _cost(claim, args, median["summary"]),
         "verdict": verdict,
+        "claim_check": check_claim(claim),
         "warnings": warnings,
     }
     out = Path(args.out)

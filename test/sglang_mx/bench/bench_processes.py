@@ -1,9 +1,11 @@
 """Servers the bench tests start as processes of their own: the null upstream (with its flags),
-and the wait until a server answers GET /v1/models."""
+the fake OpenAI server (bench_fake_openai), and the wait until a server answers GET
+/v1/models."""
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import subprocess
 import sys
 import time
@@ -42,3 +44,24 @@ def null_upstream(*flags: str) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, str(NULL), str(port), *flags])
     with serving(f"http://127.0.0.1:{port}", lambda: (proc.terminate(), proc.wait(timeout=10))):
         yield f"http://127.0.0.1:{port}"
+
+
+def _serve_fake(port: int, app_kwargs: dict) -> None:
+    import uvicorn
+    from bench_fake_openai import FakeCache, make_app
+
+    uvicorn.run(make_app(FakeCache(), metrics=True, **app_kwargs), host="127.0.0.1", port=port,
+                log_level="critical")  # fmt: skip
+
+
+@contextlib.contextmanager
+def fake_server_process(**app_kwargs) -> Iterator[str]:
+    """The fake in a process of its own: in the test's process it would hold the client's GIL
+    for tens of ms on a loaded box, and the self-check would rightly call the client bound,
+    which is not what the verify tests are about."""
+    port = free_port()
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_serve_fake, args=(port, app_kwargs))
+    proc.start()
+    with serving(f"http://127.0.0.1:{port}", lambda: (proc.terminate(), proc.join(10))) as url:
+        yield url

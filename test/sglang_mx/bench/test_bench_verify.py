@@ -5,36 +5,12 @@ plots are written beside result.json."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import multiprocessing
 
 import pytest
-from bench_fake_openai import FakeCache, make_app
-from bench_processes import serving
+from bench_processes import fake_server_process
 from claim_files import write_claim
 from sglang_mx.bench import cli as bench_cli
-from sglang_mx_lab.testing.server import free_port
-
-
-def _serve(port: int, app_kwargs: dict) -> None:
-    import uvicorn
-
-    uvicorn.run(make_app(FakeCache(), metrics=True, **app_kwargs), host="127.0.0.1", port=port,
-                log_level="critical")  # fmt: skip
-
-
-@contextlib.contextmanager
-def fake_server_process(**app_kwargs):
-    """The fake in a process of its own: in this process's thread it would hold the client's
-    GIL for tens of ms on a loaded box, and the self-check would rightly call the client
-    bound, which is not what this test is about."""
-
-    port = free_port()
-    proc = multiprocessing.get_context("spawn").Process(target=_serve, args=(port, app_kwargs))
-    proc.start()
-    with serving(f"http://127.0.0.1:{port}", lambda: (proc.terminate(), proc.join(10))) as url:
-        yield url
 
 
 def _main(argv: list[str]) -> int:

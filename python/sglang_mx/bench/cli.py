@@ -333,10 +333,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrencies", help="comma-separated in-flight counts, e.g. 1,2,4,8")
     p.set_defaults(func=_cmd_sweep, trace=None)
 
-    from sglang_mx.bench import calibrate_cli, verify
+    from sglang_mx.bench import calibrate_cli, sessions_cli, verify
 
     verify.register(verbs)
     calibrate_cli.register(verbs)
+    sessions_cli.register(verbs)
 
     p = verbs.add_parser("ledger-export", help="the provider ledger as a replayable trace")
     p.add_argument("--db", required=True, help="the provider's SQLite file")

@@ -66,6 +66,7 @@ MXFP4_SESSION_MODULES = frozenset(
         "test/sglang_mx/bench/test_bench_live.py",
         "test/sglang_mx/bench/test_bench_peer_live.py",
         "test/sglang_mx/bench/test_bench_sessions.py",
+        "test/sglang_mx/bench/test_bench_task_eval.py",
         "test/sglang_mx/bench/test_bench_verify_live.py",
         "test/sglang_mx/bench/test_bench_verify_agreement.py",
         "test/sglang_mx/bench/test_bench_verify_liars.py",

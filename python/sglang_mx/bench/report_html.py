@@ -63,6 +63,12 @@ def _gates(v: dict) -> str:
         )
         got = f"top-1 {a['top1']:.3f}, top-{a['top_k']} KL {a['kl_topk_mean']:.3g} nats"
         rows.append(("accuracy: agreement with " + a["reference"], got, bound, ok))
+    t = v.get("task_eval")
+    if t:
+        lo, hi = t["ci95"]
+        got = f"pass@1 {t['score']:.3f} ({t['passed']} of {t['problems']}; [{lo:.3f}, {hi:.3f}])"
+        failed = any(r.startswith(f"accuracy: {t['task']}") and "below" in r for r in v["reasons"])
+        rows.append((f"accuracy: {t['task']}", got, f"claimed {t['claimed']:g}", not failed))
     s = v.get("acceptance")
     if s:
         measured = [x for x in s["measured"] if x is not None]

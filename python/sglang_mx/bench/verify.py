@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.task_eval import TASKS
 
 
 def _target_context(args, limits) -> int | None:
@@ -109,11 +110,18 @@ def _figure(summary: dict, figure: str) -> float:
 
 
 def judge(
-    claim, summaries: list[dict], changes: list[str], args, gpus: int, agreed: dict | None = None
+    claim,
+    summaries: list[dict],
+    changes: list[str],
+    args,
+    gpus: int,
+    agreed: dict | None = None,
+    scored: dict | None = None,
 ) -> dict:
     """The verdict record of a verify run (verdict.decide over the repeats' figures); `agreed`:
-    the endpoint's agreement with --reference (agreement.measure), when one was given."""
-    from sglang_mx.bench import acceptance, agreement
+    the endpoint's agreement with --reference (agreement.measure), when one was given; `scored`:
+    the task eval of a claim that states `accuracy` (task_eval.run_humaneval)."""
+    from sglang_mx.bench import acceptance, agreement, task_eval
     from sglang_mx.bench.verdict import decide
 
     blockers = []
@@ -157,6 +165,16 @@ def judge(
     )
     gate = agreement.judge(agreed, top1_min, kl_max, bound_source)
     failures += gate["failures"]
+    task = task_eval.judge(scored, claim.raw.get("accuracy"), tolerance)
+    failures += task["failures"]
+    gate["notes"] += task["notes"]
+    stated = claim.raw.get("accuracy")
+    if stated and scored is None:
+        gate["notes"].append(
+            f"accuracy: the claim states {stated['task']} {stated['score']:g}; not checked here "
+            + ("(--accuracy-problems 0)" if stated["task"].lower() in task_eval.TASKS
+               else f"(this project ships no {stated['task']} eval; it ships {task_eval.TASKS})")
+        )  # fmt: skip
     divide = gpus if claim.per == "gpu" else 1
     values = [_figure(s, claim.figure) / divide for s in summaries]
     out = decide(
@@ -164,6 +182,10 @@ def judge(
     )
     out["reasons"] += spec["notes"] + gate["notes"]
     out["acceptance"] = spec["record"]
+    out["task_eval"] = None if scored is None else {
+        **{k: v for k, v in scored.items() if k != "per_problem"},
+        "claimed": (stated or {}).get("score"),
+    }  # fmt: skip
     out["agreement"] = None if agreed is None else {
         **{k: v for k, v in agreed.items() if k != "per_prompt"},
         "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
@@ -313,6 +335,13 @@ def cmd_verify(args) -> int:
             cfg.base_url, args.reference.rstrip("/"), args.model, args.reference_model,
             agreement.load_prompts(), args.agreement_tokens, args.api_key, args.reference_api_key,
         )  # fmt: skip
+    scored = None
+    stated = claim.raw.get("accuracy")
+    if stated and stated["task"].lower() in TASKS and args.accuracy_problems != 0:
+        from sglang_mx.bench.task_eval import run_humaneval
+
+        print(f"== {claim.id}: {stated['task']} task eval", file=sys.stderr)
+        scored = run_humaneval(cfg.base_url, args.model, args.api_key, args.accuracy_problems)
     warnings = [loud(f"WORKLOAD SCALED: {c}") for c in changes]
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))
     prompts = materialize(trace, tokens)
@@ -328,7 +357,7 @@ def cmd_verify(args) -> int:
         warnings += res.warnings
         points.append({"x": i, "summary": res.summary, "meta": res.meta})
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
-    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus, agreed)
+    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus, agreed, scored)
     verdict["slo_source"] = slo_source
     median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
@@ -384,6 +413,7 @@ def cmd_verify(args) -> int:
                     "slo_source",
                     "acceptance",
                     "agreement",
+                    "task_eval",
                 )
             },
             indent=1,
@@ -407,6 +437,8 @@ AGREEMENT_FLAGS = (  # bench/agreement.py
      "(default: the claim's agreement.top1_min, else 0.8)"}),
     ("--agreement-tokens", {"type": int, "default": 32, "help": "tokens of the reference's "
      "greedy continuation scored per prompt (default 32)"}),
+    ("--accuracy-problems", {"type": int, "help": "for a claim that states an accuracy on a "
+     "task this project ships (humaneval): the first N problems (default all; 0 skips)"}),
 )  # fmt: skip
 
 

@@ -60,11 +60,12 @@ model: setup
 	rm -rf $(ASSETS)/tiny-glm-moe-mxfp4  # re-quantized from the new bf16 on first use
 	$(BIN)/python scripts/eval_tiny_model.py
 
-# Re-train the bundled tiny GLM-5-architecture model (MLA + DSA, ~25 min on 2 cores) and its MTP
-# layer (~10 min), write the Quark-layout default.
+# Re-train the bundled tiny GLM-5-architecture model (MLA + DSA, ~25 min on 2 cores), distill its
+# MTP layer on the model's own greedy continuations (~55 min), write the Quark-layout default.
 model-glm5: setup
 	nice $(BIN)/python scripts/train_tiny_glm5.py --out $(ASSETS)/tiny-glm5-bf16 --minutes 25
-	nice $(BIN)/python scripts/train_tiny_glm5_mtp.py --out build/mtp --minutes 10
+	nice $(BIN)/python scripts/distill_tiny_glm5_mtp.py --out build/mtp --minutes 40 \
+		--sequences 3072 --held-out 96 --prompt 32 --new 96 --steps 4
 	$(BIN)/python scripts/build_tiny_glm5_quark.py --mtp build/mtp --out $(ASSETS)/tiny-glm5-quark
 	$(BIN)/python scripts/eval_tiny_glm5.py
 

@@ -318,6 +318,10 @@ def cmd_verify(args) -> int:
     slo, slo_source = verify_slo(claim, args)
     if args.repeats < 1:
         raise BenchError(f"--repeats {args.repeats} must be at least 1")
+    if args.agreement_tokens < 1:
+        raise BenchError(f"--agreement-tokens {args.agreement_tokens} must be at least 1")
+    if args.accuracy_problems is not None and args.accuracy_problems < 0:
+        raise BenchError(f"--accuracy-problems {args.accuracy_problems}: 0 (skip) or more")
     cfg = run_config(args)
     cfg.limits = fetch_limits(cfg.base_url, args.api_key)
     trace, changes = build_trace(claim, args, cfg.limits)

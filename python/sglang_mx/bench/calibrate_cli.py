@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from sglang_mx.bench import calibrate_peer
-from sglang_mx.bench.calibrate import STEP_S, calibrate
+from sglang_mx.bench.calibrate import STEP_S, calibrate, with_processes
 
 
 def _cmd(args) -> int:
@@ -15,10 +15,12 @@ def _cmd(args) -> int:
     from sglang_mx.bench.stamp import stamp
 
     url = args.url.rstrip("/")
+    counts = process_counts(args.processes)
     fetch_limits(url)  # an unreachable server is one line, exit 2
     if args.with_sglang:
-        return _cmd_side_by_side(args, url)
+        return _cmd_side_by_side(args, url, counts)
     out = calibrate(url, args.output_len, args.start_rate, args.max_rate, args.step_s)
+    out = with_processes(out, counts, lambda n: _climb(args, url, n))
     if out["ceiling"] is None:
         raise BenchError(
             f"even {args.start_rate:g} req/s missed the lag limits: is "
@@ -26,12 +28,36 @@ def _cmd(args) -> int:
         )
     out["stamp"] = stamp(None, {"url": url, "client": "sglang-mx bench runner"})
     Path(args.out).write_text(json.dumps(out, indent=1))
-    c = out["ceiling"]
-    print(f"ceiling: {c['req_s']:.1f} req/s, {c['tok_s']:.0f} streamed tok/s ({args.out})")
+    print(ceilings(out) + f" ({args.out})")
     return 0
 
 
-def _cmd_side_by_side(args, url: str) -> int:
+def process_counts(text: str) -> list[int]:
+    from sglang_mx.bench.limits import BenchError
+
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1 or 1 not in counts:
+        raise BenchError(f"--processes {text!r}: counts like 1,2,4 (1 included: the ceiling)")
+    return sorted(set(counts))
+
+
+def _climb(args, url: str, processes: int) -> dict:
+    return calibrate(url, args.output_len, args.start_rate, args.max_rate, args.step_s, processes)
+
+
+def ceilings(out: dict) -> str:
+    """One line per process count: its ceiling."""
+    lines = []
+    for n, c in out["by_processes"].items():
+        got = f"{c['req_s']:.1f} req/s, {c['tok_s']:.0f} streamed tok/s" if c else "none"
+        lines.append(f"ceiling at {n} process(es): {got}")
+    return "\n".join(lines)
+
+
+def _cmd_side_by_side(args, url: str, counts: list[int]) -> int:
     from sglang_mx.bench.stamp import stamp
 
     rates, rate = [], args.start_rate
@@ -42,13 +68,14 @@ def _cmd_side_by_side(args, url: str) -> int:
     out = calibrate_peer.side_by_side(
         url, args.with_sglang, rates, args.output_len, args.step_s, work
     )
+    out = with_processes(out, counts, lambda n: _climb(args, url, n))
     client = "sglang-mx bench runner and python -m sglang.benchmark.serving"
     out["stamp"] = stamp(None, {"url": url, "client": client})
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(calibrate_peer.table(out))
-    for name, key in (("ours", "ceiling"), ("SGLang's", "sglang_ceiling")):
-        c = out[key]
-        print(f"{name} ceiling: " + (f"{c['req_s']:.1f} req/s" if c else "none (first step)"))
+    print(ceilings(out))
+    c = out["sglang_ceiling"]
+    print("SGLang's ceiling: " + (f"{c['req_s']:.1f} req/s" if c else "none (first step)"))
     return 0
 
 
@@ -66,6 +93,11 @@ def register(verbs) -> None:
         metavar="TOKENIZER_DIR",
         help="also step SGLang's own benchmark client (python -m sglang.benchmark.serving) "
         "through the same rates, each right after ours; its prompts from this tokenizer",
+    )
+    p.add_argument(
+        "--processes",
+        default="1",
+        help="load worker process counts to climb the ladder with, e.g. 1,2,4 (default 1)",
     )
     p.add_argument("-o", "--out", default="calibration.json")
     p.set_defaults(func=one_line_errors(_cmd))

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+MAX_PROCESSES = 64  # load worker processes (loadgen.py)
+
 
 class OldSpelling(argparse.Action):
     """An old flag name kept for one release (issue 43): sets the new flag's value and says so
@@ -81,6 +83,12 @@ def run_args(
         help="largest relative disagreement of token counts before a run fails",
     )
     p.add_argument("--calibration", help="the client's ceiling (bench calibrate's JSON)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        help="load worker processes sharing one clock (default 1; bench verify: as many as "
+        "the claim's rate needs by --calibration)",
+    )
 
 
 def slo_from_args(args):
@@ -124,11 +132,16 @@ def run_config(args):
     from sglang_mx.bench.limits import BenchError
     from sglang_mx.bench.runner import RunConfig
 
+    processes = getattr(args, "processes", None)
+    processes = 1 if processes is None else processes
+    if processes < 1 or processes > MAX_PROCESSES:
+        raise BenchError(f"--processes {processes}: 1 to {MAX_PROCESSES}")
     calibration = None
     if getattr(args, "calibration", None):
         try:
-            calibration = _json.loads(Path(args.calibration).read_text())["ceiling"]
-        except (OSError, ValueError, KeyError) as exc:
+            data = _json.loads(Path(args.calibration).read_text())
+            calibration = {**data["ceiling"], "by_processes": data.get("by_processes") or {}}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BenchError(
                 f"--calibration {args.calibration}: not a calibration file ({exc})"
             ) from None
@@ -145,6 +158,7 @@ def run_config(args):
         api_key=args.api_key,
         audit_tolerance=args.audit_tolerance,
         calibration=calibration,
+        processes=processes,
     )
 
 

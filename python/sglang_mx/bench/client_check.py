@@ -5,7 +5,8 @@
   previous turn), p50 / p99 / max;
 - event-loop lag: a probe task that asks to sleep PROBE_S and records how late it woke (every
   parsed SSE chunk and JSON body runs on that one loop, so a late probe is a busy client);
-- client CPU: the process's CPU seconds over the run's wall seconds (1.0 = one core).
+- client CPU: each load process's CPU seconds over the run's wall seconds (1.0 = one core); a
+  run spread over processes (loadgen.py) is judged by its busiest one.
 
 A run is flagged client-bound when its schedule lag p99 exceeds LAG_LIMIT_S, its event-loop lag
 p99 exceeds LOOP_LAG_LIMIT_S (looser: a server in the client's own process, as in the tests,
@@ -17,6 +18,7 @@ as much as the server."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -88,18 +90,55 @@ def _dist(values: Sequence[float]) -> dict:
     }
 
 
+def ceiling_for(calibration: dict, processes: int) -> tuple[dict, str]:
+    """The client's ceiling at `processes` load processes: measured at that count where the
+    calibration has it (`by_processes`), else the one-process ceiling times `processes` (an
+    upper bound: processes share the box's cores). Returns (ceiling, basis)."""
+    measured = (calibration.get("by_processes") or {}).get(str(processes))
+    if measured:
+        return measured, f"measured at {processes} process(es)"
+    if processes == 1:
+        return calibration, "measured at 1 process"
+    scaled = {k: calibration[k] * processes for k in ("req_s", "tok_s") if calibration.get(k)}
+    return scaled, f"1-process ceiling x {processes} (not measured at {processes})"
+
+
+def processes_needed(req_s: float, tok_s: float, calibration: dict) -> tuple[int, str]:
+    """The fewest load processes that keep an offered `req_s` and streamed `tok_s` under
+    NEAR_CEILING of the client's ceiling: the smallest count measured (`by_processes`) that
+    does, else the one-process ceiling shared out (ceil(load / (NEAR_CEILING x ceiling))).
+    Returns (processes, basis)."""
+    measured = sorted((int(n), c) for n, c in (calibration.get("by_processes") or {}).items() if c)
+    for n, c in measured:
+        if all(load <= NEAR_CEILING * c[k] for k, load in (("req_s", req_s), ("tok_s", tok_s))):
+            return n, f"the calibration's ceiling at {n} process(es) covers it"
+    loads = (("req_s", req_s), ("tok_s", tok_s))
+    need = max(math.ceil(load / (NEAR_CEILING * calibration[k])) for k, load in loads
+               if calibration.get(k))  # fmt: skip
+    if measured and need <= measured[-1][0]:
+        need = measured[-1][0] + 1  # every measured count fell short
+    return max(1, need), (
+        f"the one-process ceiling ({calibration['req_s']:.4g} req/s, "
+        f"{calibration['tok_s']:.4g} tok/s) x {NEAR_CEILING:.0%}, shared out (not measured at "
+        "that count)"
+    )
+
+
 def selfcheck(
     results: Sequence[RequestResult],
     loop_late: Sequence[float],
-    cpu_s: float,
+    cpu_s: Sequence[float],
     wall_s: float,
     summary: dict,
     calibration: dict | None = None,
 ) -> dict:
-    """The self-check record of one run; `calibration` is calibrate.py's ceiling, if known."""
+    """The self-check record of one run from `len(cpu_s)` load processes (each one's CPU
+    seconds); `calibration` is calibrate.py's ceiling, if known."""
     lags = [r.lag for r in results if r.lag == r.lag]  # NaN: never sent
     sched, loop = _dist(lags), _dist(loop_late)
-    cpu = cpu_s / wall_s if wall_s > 0 else float("nan")
+    processes = len(cpu_s)
+    per_process = [c / wall_s if wall_s > 0 else float("nan") for c in cpu_s]
+    cpu = max(per_process)
     reasons = []
     if sched["n"] and sched["p99"] > LAG_LIMIT_S:
         reasons.append(f"schedule lag p99 {sched['p99'] * 1e3:.1f} ms > {LAG_LIMIT_S * 1e3:.0f} ms")
@@ -108,23 +147,29 @@ def selfcheck(
             f"event-loop lag p99 {loop['p99'] * 1e3:.1f} ms > {LOOP_LAG_LIMIT_S * 1e3:.0f} ms"
         )
     if cpu > CPU_LIMIT:
-        reasons.append(f"client CPU {cpu:.0%} of a core > {CPU_LIMIT:.0%}")
+        busiest = " (busiest of its processes)" if processes > 1 else ""
+        reasons.append(f"client CPU {cpu:.0%} of a core{busiest} > {CPU_LIMIT:.0%}")
+    basis = None
     if calibration:
+        limit, basis = ceiling_for(calibration, processes)
         for key, mine in (("req_s", "request_throughput"), ("tok_s", "output_tok_s")):
-            ceiling = calibration.get(key)
+            ceiling = limit.get(key)
             value = summary.get(mine)
             if ceiling and value and value >= NEAR_CEILING * ceiling:
                 reasons.append(
                     f"{mine} {value:.4g} is {value / ceiling:.0%} of the client's calibrated "
-                    f"ceiling {ceiling:.4g} (>= {NEAR_CEILING:.0%})"
+                    f"ceiling {ceiling:.4g}, {basis} (>= {NEAR_CEILING:.0%})"
                 )
     return {
         "schedule_lag_s": sched,
         "loop_lag_s": loop,
-        "client_cpu_s": cpu_s,
+        "client_cpu_s": sum(cpu_s),
         "wall_s": wall_s,
         "client_cpu_fraction": cpu,
+        "processes": processes,
+        "client_cpu_fraction_by_process": per_process,
         "calibration": calibration or None,
+        "ceiling_basis": basis,
         "client_bound": bool(reasons),
         "reasons": reasons,
     }

@@ -53,6 +53,7 @@ class RequestResult:
     client_completion_tokens: int | None = None  # the streamed text re-encoded by the client
     client_prompt_tokens: int | None = None  # what the client sent, by its own tokenizer
     usage_reported: bool = False  # the server sent `usage` (else counts are the client's)
+    worker: int = 0  # the load process that sent it (loadgen.py)
     output_text: str = field(default="", repr=False)  # streamed text, for the audit only
 
     @property

@@ -3,7 +3,9 @@ prompt already holds. One rule for two uses: the designed cached tokens of a rep
 (traceio, every earlier request counted) and the reachable ones the runner counts while a run
 goes (only requests whose first token has streamed: SGLang puts a prompt into its radix tree when
 its prefill result is processed, just before that token goes out, so a request sent while the
-one that first carried its prefix is still queued or in prefill cannot find it)."""
+one that first carried its prefix is still queued or in prefill cannot find it). Both are read
+from the run's own clock once it is over (`by_send_time`, `by_first_token`), so a run spread over
+processes that share the clock counts them the same way as one process does."""
 
 from __future__ import annotations
 
@@ -58,6 +60,26 @@ def by_first_token(
     for r in sorted(requests, key=lambda r: first_token_at.get(r.id, float("inf"))):
         out[r.id] = cache.match(r.segments)
         cache.add(r.segments)
+    return out
+
+
+def by_send_time(
+    requests: Sequence,
+    sent_at: dict[str, float],
+    first_token_at: dict[str, float],
+    prime: Iterable[tuple[str, int]] = (),
+) -> dict[str, int]:
+    """What the server provably held as each request was sent: the primed prefixes and every
+    request whose first token had streamed before it (times on one clock, keyed by id). A request
+    never sent finds nothing; one whose first token never came adds nothing."""
+    events = [(t, 0, r) for r in requests if (t := first_token_at.get(r.id)) is not None]
+    events += [(t, 1, r) for r in requests if (t := sent_at.get(r.id)) is not None]
+    cache, out = SegmentCache(prime), {r.id: 0 for r in requests}
+    for _, kind, r in sorted(events, key=lambda e: (e[0], e[1])):
+        if kind == 0:
+            cache.add(r.segments)
+        else:
+            out[r.id] = cache.match(r.segments)
     return out
 
 

@@ -3,24 +3,26 @@ with streaming requests and records TTFT, inter-token latencies, E2E, token and 
 counts and errors per request. Flushes and primes the prefix cache, and warns loudly when the
 cache turns out warmer (or colder) than the trace was designed for. Reads the server's context
 length and vocabulary first and refuses a trace that cannot fit (limits.py); a request that fails
-mid-run (HTTP error, in-stream error, dropped connection) is counted, never raised."""
+mid-run (HTTP error, in-stream error, dropped connection) is counted, never raised. The requests
+go out from this process or from `RunConfig.processes` worker processes on one clock
+(loadgen.py); flushing, priming and the server's counters stay here."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sglang_mx.bench import acceptance, promscrape
 from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
-from sglang_mx.bench.client_check import CpuClock, LoopProbe, selfcheck
+from sglang_mx.bench.client_check import selfcheck
 from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
+from sglang_mx.bench.loadgen import Job, drive, http_client, spread
 from sglang_mx.bench.metrics import RequestResult, Slo, summarize
-from sglang_mx.bench.reach import SegmentCache, by_first_token, outside_bounds
+from sglang_mx.bench.reach import by_first_token, by_send_time, outside_bounds
+from sglang_mx.bench.stream import cached_tokens, endpoint_path, request_body, send_one
 from sglang_mx.bench.tracegen import Trace, TraceRequest
 
 # Measured vs designed cached tokens may differ by chance matches of a few tokens per request.
@@ -49,6 +51,7 @@ class RunConfig:
     gauge_interval_s: float = 0.5
     audit_tolerance: float = TOLERANCE
     calibration: dict | None = None  # the client's ceiling (calibrate.py), for the self-check
+    processes: int = 1  # load worker processes (loadgen.py); 1 sends from this process
 
 
 @dataclass
@@ -124,105 +127,6 @@ async def flush_cache(client, base_url: str, retries: int = 50, wait_s: float = 
     return False
 
 
-def _body(cfg: RunConfig, model: str, prompt, max_tokens: int, stream: bool, text: str) -> dict:
-    body: dict = {"model": model, "max_tokens": max_tokens, "temperature": 0.0, "stream": stream}
-    if cfg.api == "chat":
-        body["messages"] = [{"role": "user", "content": text}]
-    else:
-        body["prompt"] = prompt if cfg.send_ids else text
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    if cfg.ignore_eos:
-        body["ignore_eos"] = True
-    body.update(cfg.extra_body)
-    return body
-
-
-def _path(cfg: RunConfig) -> str:
-    return "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
-
-
-def _cached(usage: dict) -> int:
-    details = usage.get("prompt_tokens_details") or {}
-    return int(details.get("cached_tokens") or 0)
-
-
-def _delta_text(chunk: dict) -> str:
-    choices = chunk.get("choices") or []
-    if not choices:
-        return ""
-    c = choices[0]
-    return c.get("text") or (c.get("delta") or {}).get("content") or ""
-
-
-async def send_one(
-    client,
-    cfg: RunConfig,
-    model: str,
-    ids: list[int],
-    text: str,
-    req_id: str,
-    max_tokens: int,
-    t0: float,
-    intended: float | None = None,
-    on_first: Callable[[], None] | None = None,
-) -> RequestResult:
-    """One streaming request; timings relative to t0 (the run's start); `intended` is when it
-    was due (perf_counter), for the schedule lag; `on_first` is called as its first token
-    arrives."""
-    res = RequestResult(request_id=req_id, requested_output=max_tokens)
-    if cfg.send_ids and cfg.api != "chat":
-        res.client_prompt_tokens = len(ids)
-    body = _body(cfg, model, ids, max_tokens, True, text)
-    sent = time.perf_counter()
-    res.start = sent - t0
-    if intended is not None:
-        res.lag = sent - intended
-    last = None
-    usage: dict = {}
-    pieces: list[str] = []
-    try:
-        async with client.stream("POST", cfg.base_url + _path(cfg), json=body) as resp:
-            if resp.status_code >= 400:
-                detail = (await resp.aread()).decode(errors="replace")[:300]
-                res.error = f"HTTP {resp.status_code}: {detail}"
-                return res
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue  # blank lines and SSE comments (keep-alives)
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    res.error = f"in-stream error: {chunk['error']}"
-                    return res
-                now = time.perf_counter()
-                if piece := _delta_text(chunk):
-                    pieces.append(piece)
-                    if last is None:
-                        res.ttft = now - sent
-                        if on_first is not None:
-                            on_first()
-                    else:
-                        res.itl.append(now - last)
-                    last = now
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-    except Exception as exc:  # a network failure is a failed request, not a crashed run
-        res.error = f"{type(exc).__name__}: {exc}"
-        return res
-    res.e2e = time.perf_counter() - sent
-    res.output_text = "".join(pieces)
-    res.usage_reported = bool(usage)
-    res.prompt_tokens = int(usage.get("prompt_tokens") or len(ids))
-    res.completion_tokens = int(usage.get("completion_tokens") or (len(res.itl) + 1))
-    res.cached_tokens = _cached(usage)
-    if math.isnan(res.ttft):
-        res.error = "no tokens streamed"
-    return res
-
-
 async def _warmup(client, cfg: RunConfig, model: str, tokens, trace: Trace) -> None:
     """Concurrent short requests with their own tokens (the flush that follows drops them)."""
     ids = tokens.segment("__warmup__", 64) if tokens else [1] * 64
@@ -245,16 +149,16 @@ async def _prime(
     warm, errors, primed = 0, [], []
     for key, n in trace.prime:
         ids = prompts[f"prime:{key}"]
-        body = _body(cfg, model, ids, 1, False, tokens.text(ids) if tokens else "")
+        body = request_body(cfg, model, ids, 1, False, tokens.text(ids) if tokens else "")
         try:
-            resp = await client.post(cfg.base_url + _path(cfg), json=body)
+            resp = await client.post(cfg.base_url + endpoint_path(cfg), json=body)
         except Exception as exc:
             errors.append(f"priming {key}: {type(exc).__name__}: {exc}")
             continue
         if resp.status_code >= 400:
             errors.append(f"priming {key}: HTTP {resp.status_code}: {resp.text[:300]}")
             continue
-        warm += _cached(resp.json().get("usage") or {})
+        warm += cached_tokens(resp.json().get("usage") or {})
         primed.append((key, n))
     return warm, errors, primed
 
@@ -269,13 +173,10 @@ def _max_sent_id(cfg: RunConfig, prompts: dict[str, list[int]]) -> int | None:
 async def run_trace_async(
     trace: Trace, prompts: dict[str, list[int]], cfg: RunConfig, tokens=None, slo: Slo | None = None
 ) -> RunResult:
-    import httpx
-
+    if cfg.processes < 1:
+        raise BenchError(f"processes {cfg.processes}: at least 1")
     warnings: list[str] = []
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    timeout = httpx.Timeout(cfg.timeout_s, connect=30.0)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers) as client:
+    async with http_client(cfg) as client:
         model = cfg.model or await _first_model(client, cfg.base_url)
         limits = cfg.limits or await read_limits(client, cfg.base_url, model)
         if cfg.check_limits:
@@ -300,63 +201,24 @@ async def run_trace_async(
         if flushed and prime_warm > WARM_TOLERANCE_TOKENS * len(trace.prime):
             warnings.append(loud(f"CACHE WAS WARM after flushing: priming hit {prime_warm} tokens"))
 
-        done = {r.id: asyncio.Event() for r in trace.requests}
-        progress = _Progress(len(trace.requests), cfg.progress)
-        gate = (
-            asyncio.Semaphore(trace.spec.concurrency)
-            if trace.spec.arrival == "concurrency"
-            else None
-        )
+        progress = _Progress(len(trace.requests), cfg.progress and cfg.processes == 1)
+        concurrency = trace.spec.concurrency if trace.spec.arrival == "concurrency" else None
         before = await _quiet_metrics(client, cfg.base_url) if cfg.scrape_metrics else None
         sampler = promscrape.GaugeSampler(client, cfg.base_url, cfg.gauge_interval_s)
-        probe, clock = LoopProbe(), CpuClock()
-        # what the server's cache provably holds as each request goes out (reach.py)
-        held = SegmentCache(primed)
         if before is not None:
             sampler.start()
-        probe.start()
-        clock.start()
-        t0 = time.perf_counter()
-
-        async def one(r: TraceRequest) -> RequestResult:
-            due = t0 + (r.arrival_s or 0.0)
-            if r.arrival_s is not None:
-                await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            if r.after:
-                await done[r.after].wait()
-                due = max(due, time.perf_counter())  # free to go once its previous turn ended
-            ids = prompts[r.id]
-            text = tokens.text(ids) if (tokens and not (cfg.send_ids and cfg.api != "chat")) else ""
-            n_out = r.output_len
-            reachable = 0
-
-            def send():  # held.match and the send with no await between them
-                nonlocal reachable
-                reachable = held.match(r.segments)
-                return send_one(
-                    client, cfg, model, ids, text, r.id, n_out, t0, due,
-                    lambda: held.add(r.segments),
-                )  # fmt: skip
-
-            try:
-                if gate is None:
-                    res = await send()
-                else:
-                    async with gate:
-                        due = max(due, time.perf_counter())  # a closed loop: when a slot freed
-                        res = await send()
-            finally:
-                done[r.id].set()
-            res.expected_cached = (r.expected_cached // cfg.page_size) * cfg.page_size
-            page_reach = (reachable // cfg.page_size) * cfg.page_size
-            res.reachable_cached = min(page_reach, res.expected_cached)
-            progress.tick(res.ok)
-            return res
-
-        results = list(await asyncio.gather(*(one(r) for r in trace.requests)))
-        _possible_cached(trace, results, primed, cfg.page_size)
-        cpu_s, wall_s = clock.read()
-        await probe.stop()
+        jobs = [_job(r, prompts, tokens, cfg) for r in trace.requests]
+        if cfg.processes == 1:
+            t0 = time.perf_counter()
+            driven = [await drive(client, cfg, model, jobs, t0, concurrency,
+                                  lambda res: progress.tick(res.ok))]  # fmt: skip
+        else:
+            t0, driven = await asyncio.to_thread(
+                spread, cfg, model, jobs, concurrency, cfg.processes
+            )
+        by_id = {res.request_id: res for d in driven for res in d.results}
+        results = [by_id[r.id] for r in trace.requests]
+        _reach(trace, results, primed, cfg.page_size)
         await sampler.stop()
         after = await _settled_metrics(client, cfg.base_url, before, len(results))
     summary = summarize(results, slo)
@@ -372,7 +234,14 @@ async def run_trace_async(
     summary["audit"] = audit(results, delta, cfg.ignore_eos, cfg.audit_tolerance)
     summary["audit"]["server_counters"] = delta
     summary["speculative"] = acceptance.measured(delta)
-    summary["selfcheck"] = selfcheck(results, probe.late, cpu_s, wall_s, summary, cfg.calibration)
+    summary["selfcheck"] = selfcheck(
+        results,
+        [late for d in driven for late in d.loop_late],
+        [d.cpu_s for d in driven],
+        max(d.wall_s for d in driven),
+        summary,
+        cfg.calibration,
+    )
     summary["server_metrics"] = sampler.summary()
     if not summary["audit"]["ok"]:
         warnings.append(loud(f"TOKEN AUDIT FAILED: {summary['audit']['message']}"))
@@ -401,11 +270,22 @@ async def run_trace_async(
     return RunResult(results, summary, warnings, meta)
 
 
-def _possible_cached(trace: Trace, results: list, primed: list, page: int) -> None:
-    """Each result's ceiling of cached tokens, from the order its first tokens came in."""
+def _job(r: TraceRequest, prompts: dict, tokens, cfg: RunConfig) -> Job:
+    ids = prompts[r.id]
+    text = tokens.text(ids) if (tokens and not (cfg.send_ids and cfg.api != "chat")) else ""
+    return Job(r.id, ids, text, r.output_len, r.arrival_s, r.after)
+
+
+def _reach(trace: Trace, results: list, primed: list, page: int) -> None:
+    """Each result's designed, reachable (held when it was sent) and possible (held by its first
+    token) cached tokens, in whole pages, from the run's one clock."""
+    sent = {r.request_id: r.start for r in results if not math.isnan(r.lag)}
     first = {r.request_id: r.start + r.ttft for r in results if not math.isnan(r.ttft)}
+    held = by_send_time(trace.requests, sent, first, primed)
     ceiling = by_first_token(trace.requests, first, primed)
-    for r in results:
+    for req, r in zip(trace.requests, results, strict=True):
+        r.expected_cached = (req.expected_cached // page) * page
+        r.reachable_cached = min((held[r.request_id] // page) * page, r.expected_cached)
         r.possible_cached = (ceiling[r.request_id] // page) * page
 
 

@@ -1,7 +1,7 @@
 """SGLang's own benchmark client (`python -m sglang.benchmark.serving`), driven offline: a
 ShareGPT-format prompt file of the target tokenizer's single-word tokens (`--dataset-name random
 --dataset-path`: nothing downloaded), its command line, its environment and its result record in
-our summary's units. `bench calibrate --peer` runs it beside our runner; the suite's peer
+our summary's units. `bench calibrate --with-sglang` runs it beside our runner; the suite's peer
 comparison (sglang_mx_lab.peer) does too."""
 
 from __future__ import annotations

@@ -100,6 +100,51 @@ def _hardware_blockers(claim, args) -> list[str]:
     ]
 
 
+def offered_load(trace, claim) -> tuple[float, float]:
+    """Requests/s and streamed tokens/s the client must sustain: an open-loop trace's mean rate
+    times its mean output; a closed loop's from the claimed output tokens/s, where it states it
+    (else its concurrency over a second per request: the client's share is then small)."""
+    reqs = trace.requests
+    out_mean = sum(r.output_len for r in reqs) / max(1, len(reqs))
+    arrivals = [r.arrival_s for r in reqs if r.arrival_s is not None]
+    if arrivals and max(arrivals) > 0:
+        req_s = (len(arrivals) - 1) / max(arrivals)
+    elif claim.figure == "output_tok_s":
+        req_s = claim.raw["claimed"]["value"] / max(1.0, out_mean)
+    else:
+        req_s = float(trace.spec.concurrency)
+    return req_s, req_s * out_mean
+
+
+def load_processes(args, trace, claim, calibration) -> dict:
+    """How many load processes the claim's rate needs (by the calibration) and how many the run
+    uses: --processes where given, else the need, at most this box's cores."""
+    import os
+
+    from sglang_mx.bench.client_check import processes_needed
+
+    req_s, tok_s = offered_load(trace, claim)
+    cores = os.cpu_count() or 1
+    need, basis = (
+        processes_needed(req_s, tok_s, calibration) if calibration
+        else (None, "no --calibration: the need is unknown (bench calibrate measures it)")
+    )  # fmt: skip
+    if args.processes is not None:
+        use, why = args.processes, "--processes"
+    else:
+        use, why = min(need or 1, cores), ("the need" if need else "the default")
+    out = {"offered_req_s": req_s, "offered_tok_s": tok_s, "needed": need, "basis": basis,
+           "processes": use, "chosen_by": why, "cores": cores}  # fmt: skip
+    if need and use < need:
+        out["warning"] = (
+            f"the claim's rate ({req_s:.3g} req/s, {tok_s:.4g} streamed tok/s) needs {need} "
+            f"load processes by the calibration and this run uses {use}"
+            + (f" (this box has {cores} cores)" if need > cores else "")
+            + ": it may be client-bound"
+        )
+    return out
+
+
 def _figure(summary: dict, figure: str) -> float:
     from sglang_mx.bench.report import summary_value
 
@@ -347,6 +392,12 @@ def cmd_verify(args) -> int:
         print(f"== {claim.id}: {stated['task']} task eval", file=sys.stderr)
         scored = run_humaneval(cfg.base_url, args.model, args.api_key, args.accuracy_problems)
     warnings = [loud(f"WORKLOAD SCALED: {c}") for c in changes]
+    load = load_processes(args, trace, claim, cfg.calibration)
+    cfg.processes = load["processes"]
+    print(f"== {claim.id}: load generator: {load['processes']} process(es) ({load['chosen_by']}; "
+          f"needed: {load['needed'] or 'unknown'}, {load['basis']})", file=sys.stderr)  # fmt: skip
+    if "warning" in load:
+        warnings.append(loud(load["warning"]))
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))
     prompts = materialize(trace, tokens)
     sent = max(max(ids) for ids in prompts.values()) if cfg.send_ids else None
@@ -388,6 +439,7 @@ def cmd_verify(args) -> int:
         },
         "gpus": gpus,
         "cost": _cost(claim, args, median["summary"]),
+        "load_generator": load,
         "verdict": verdict,
         "claim_check": check_claim(claim),
         "warnings": warnings,

@@ -1,0 +1,199 @@
+"""The load generator spread over worker processes (loadgen.py): sessions stay in one worker and
+keep their turn order, every worker sends on the one clock, the self-check judges each process,
+reach is read from the merged timeline, calibrate climbs its ladder at each process count, and
+verify sizes its processes from a calibration. Live against the paced null server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench_processes import null_upstream
+from sglang_mx.bench.client_check import processes_needed, selfcheck
+from sglang_mx.bench.loadgen import Job, share_concurrency, split
+from sglang_mx.bench.reach import by_send_time
+from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.tracegen import Trace, TraceRequest
+from sglang_mx.capacity.workload import WorkloadSpec
+
+ITL_S = 0.004
+TURN_OUT = 8
+
+
+@pytest.fixture(scope="module")
+def null_url():
+    with null_upstream("--stream-max-tokens", "--itl-s", str(ITL_S)) as url:
+        yield url
+
+
+def _jobs(arrivals: list[tuple[str, float, str | None]]) -> list[Job]:
+    return [Job(i, [1], "", 4, a, after) for i, a, after in arrivals]
+
+
+def test_split_keeps_sessions_whole_and_deals_them_by_first_arrival():
+    jobs = _jobs([("a0", 0.0, None), ("b0", 0.1, None), ("a1", 0.2, "a0"), ("c0", 0.3, None),
+                  ("a2", 0.4, "a1"), ("b1", 0.5, "b0")])  # fmt: skip
+    shares = split(jobs, 2)
+    ids = [[j.id for j in s] for s in shares]
+    assert ids == [["a0", "a1", "a2", "c0"], ["b0", "b1"]]
+    assert [[j.id for j in s] for s in split(jobs, 5)] == [["a0", "a1", "a2"], ["b0", "b1"], ["c0"]]
+    assert share_concurrency(5, 2) == [3, 2] and share_concurrency(None, 3) == [None] * 3
+
+
+def test_reach_by_send_time_counts_only_first_tokens_before_the_send():
+    a = TraceRequest("a", 0, 0, [("p", 100), ("a", 10)], 4, 0)
+    b = TraceRequest("b", 1, 0, [("p", 100), ("b", 10)], 4, 100)
+    c = TraceRequest("c", 2, 0, [("p", 100), ("c", 10)], 4, 100)
+    # b sent after a's first token, c before it (its own process's clock, the same clock)
+    held = by_send_time([a, b, c], {"a": 0.0, "b": 0.5, "c": 0.2}, {"a": 0.3, "b": 0.6})
+    assert held == {"a": 0, "b": 100, "c": 0}
+    assert by_send_time([a, b], {"b": 0.1}, {}, [("p", 100)]) == {"a": 0, "b": 100}
+
+
+def test_selfcheck_judges_the_busiest_process_and_scales_the_calibration():
+    summary = {"request_throughput": 90.0, "output_tok_s": 900.0}
+    calib = {"req_s": 100.0, "tok_s": 10_000.0, "by_processes": {"2": {"req_s": 150.0,
+             "tok_s": 15_000.0}}}  # fmt: skip
+    one = selfcheck([], [], [0.95], 1.0, summary, calib)
+    assert one["client_bound"] and any("client CPU 95%" in r for r in one["reasons"])
+    assert any("90% of the client's calibrated ceiling 100" in r for r in one["reasons"])
+    two = selfcheck([], [], [0.5, 0.6], 1.0, summary, calib)
+    assert two["processes"] == 2 and two["client_cpu_fraction"] == 0.6
+    assert not two["client_bound"] and two["ceiling_basis"] == "measured at 2 process(es)"
+    three = selfcheck([], [], [0.5, 0.5, 0.99], 1.0, summary, calib)
+    assert three["client_bound"] and "busiest" in three["reasons"][0]
+    assert "x 3 (not measured" in three["ceiling_basis"]
+
+
+def test_processes_needed_reads_measured_counts_then_shares_out():
+    calib = {"req_s": 100.0, "tok_s": 3000.0, "by_processes": {"1": {"req_s": 100.0,
+             "tok_s": 3000.0}, "2": {"req_s": 170.0, "tok_s": 5000.0}}}  # fmt: skip
+    assert processes_needed(50.0, 1500.0, calib)[0] == 1
+    assert processes_needed(120.0, 3500.0, calib)[0] == 2  # 0.8 x 170 = 136 req/s covers it
+    n, basis = processes_needed(150.0, 3000.0, calib)  # over 2's measured ceiling
+    assert n == 3 and "not measured" in basis  # ceil(150 / 80) = 2, but 2 measured short
+    assert processes_needed(700.0, 100.0, {"req_s": 100.0, "tok_s": 3000.0})[0] == 9
+
+
+def _session_trace(sessions: int, turns: int, rate: float) -> Trace:
+    """`sessions` sessions of `turns` turns, first turns arriving at `rate`; turn k waits for
+    turn k-1 (closed within a session, open across sessions)."""
+    spec = WorkloadSpec.fixed("loadgen", 8, TURN_OUT, hit_rate=0.0, num_requests=sessions * turns,
+                              arrival="fixed-rate", rate=rate, prime=False)  # fmt: skip
+    reqs = []
+    for s in range(sessions):
+        for t in range(turns):
+            rid = f"s{s}t{t}"
+            after = f"s{s}t{t - 1}" if t else None
+            reqs.append(TraceRequest(rid, s, t, [(rid, 8)], TURN_OUT, 0,
+                                     arrival_s=s / rate, after=after))  # fmt: skip
+    return Trace(spec, 0, [], reqs)
+
+
+def _config(url: str, processes: int) -> RunConfig:
+    return RunConfig(base_url=url, flush=False, prime=False, warmup=0, progress=False,
+                     check_limits=False, scrape_metrics=False, processes=processes)  # fmt: skip
+
+
+def test_two_processes_send_on_one_clock_and_keep_each_session_in_order(null_url):
+    trace = _session_trace(sessions=12, turns=3, rate=20.0)
+    prompts = {r.id: [1] * 8 for r in trace.requests}
+    res = run_trace(trace, prompts, _config(null_url, 2))
+    by = {r.request_id: r for r in res.results}
+    assert all(r.ok and r.completion_tokens == TURN_OUT for r in res.results), res.warnings
+    assert {r.worker for r in res.results} == {0, 1}
+    check = res.summary["selfcheck"]
+    assert check["processes"] == 2 and len(check["client_cpu_fraction_by_process"]) == 2
+    for s in range(12):
+        first = by[f"s{s}t0"]
+        assert abs(first.start - s / 20.0) < 0.1, first  # every worker's t0 is the run's t0
+        for t in (1, 2):
+            prev, turn = by[f"s{s}t{t - 1}"], by[f"s{s}t{t}"]
+            assert turn.worker == prev.worker  # a session never crosses workers
+            assert turn.start >= prev.start + prev.e2e - 1e-6  # sent after its previous turn
+    # the merged timeline interleaves the workers' sends, as one clock would
+    starts = sorted((r.start, r.worker) for r in res.results if r.request_id.endswith("t0"))
+    assert [w for _, w in starts[:4]] == [0, 1, 0, 1]
+
+
+def test_a_failing_worker_is_one_error_naming_it_not_a_hang(null_url):
+    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.loadgen import spread
+
+    jobs = _jobs([("a", 0.0, None), ("b", 0.1, "gone")])  # b waits for a turn nobody sends
+    with pytest.raises(BenchError, match=r"load worker 1 failed: KeyError: 'gone'"):
+        spread(_config(null_url, 2), "m", jobs, None, 2)
+
+
+def test_calibrate_climbs_at_each_process_count(null_url, tmp_path):
+    out = tmp_path / "calibration.json"
+    cli = str(Path(sys.executable).parent / "sglang-mx")  # the installed console script
+    cmd = [cli, "bench", "calibrate", "--url", null_url,
+           "--processes", "1,2", "--start-rate", "20", "--max-rate", "40", "--step-s", "1",
+           "--output-len", "4", "-o", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert set(data["by_processes"]) == {"1", "2"}
+    assert {s["processes"] for s in data["steps_by_processes"]["2"]} == {2}
+    assert "ceiling at 2 process(es)" in proc.stdout
+    bad = subprocess.run(cmd[:-2] + ["--processes", "2,4", "-o", str(out)], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "1 included" in bad.stderr
+
+
+def _verify(url: str, claim: str, tmp_path, out, *extra: str) -> tuple[int, dict]:
+    import argparse
+
+    from sglang_mx.bench import cli as bench_cli
+
+    parser = argparse.ArgumentParser()
+    bench_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "verify", claim, "--url", url, "--tokenizer", str(tmp_path),
+                              "--hardware", "CPU", "--gpus", "1", "--warmup", "0",
+                              "--no-progress", "-o", str(out), *extra])  # fmt: skip
+    status = args.func(args)
+    return status, json.loads((out / "result.json").read_text())
+
+
+def _calibration(tmp_path, name: str, req_s: float, tok_s: float) -> str:
+    path = tmp_path / name
+    one = {"req_s": req_s, "tok_s": tok_s}
+    path.write_text(json.dumps({"ceiling": one, "by_processes": {"1": one}}))
+    return str(path)
+
+
+def test_verify_sizes_its_load_processes_from_the_calibration(tmp_path, tiny_tokenizer):
+    """A calibration whose one-process ceiling is far below the claim's load: verify spreads the
+    run over as many processes as it needs, at most this box's cores, says the box falls short,
+    and the self-check calls the run client-bound (inconclusive, saying what would decide). With
+    room to spare (--processes 2 given), the merged run of two processes is judged."""
+    import os
+
+    from bench_processes import fake_server_process
+    from claim_files import write_claim
+
+    tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    claim = write_claim(tmp_path, 1.0, hardware={"name": "CPU", "gpus": 1})
+    short = _calibration(tmp_path, "short.json", 0.01, 0.05)  # 1 tok/s needs 25 processes
+    roomy = _calibration(tmp_path, "roomy.json", 10_000.0, 1e6)
+    with fake_server_process() as url:
+        status, starved = _verify(url, claim, tmp_path, tmp_path / "starved", "--repeats", "1",
+                                  "--calibration", short)  # fmt: skip
+        ok, spread = _verify(url, claim, tmp_path, tmp_path / "spread", "--repeats", "3",
+                             "--calibration", roomy, "--processes", "2")  # fmt: skip
+    load = starved["load_generator"]
+    assert load["needed"] == 25 and load["processes"] == min(25, os.cpu_count())
+    assert "needs 25 load processes" in load["warning"]
+    assert starved["sweep"]["points"][0]["summary"]["selfcheck"]["processes"] == load["processes"]
+    assert (status, starved["verdict"]["verdict"]) == (1, "inconclusive")
+    assert any("client-bound" in r for r in starved["verdict"]["reasons"])
+    assert spread["load_generator"]["needed"] == 1
+    assert spread["load_generator"]["chosen_by"] == "--processes"
+    for point in spread["sweep"]["points"]:
+        assert point["summary"]["selfcheck"]["processes"] == 2
+        assert not point["summary"]["selfcheck"]["client_bound"], point["summary"]["selfcheck"]
+    assert (ok, spread["verdict"]["verdict"]) == (0, "reproduced"), spread["verdict"]["reasons"]

@@ -5,7 +5,7 @@ docs/results/layout-matrix-cpu.json and the table in docs/layouts.md (between it
     .venv/bin/python scripts/layout_matrix.py   # ~10 min on 2 cores
 
 The table is generated from this run, never typed: configuration, what SGLang resolved, whether
-it served, greedy equality with its TP1 reference, accept length, accepted / proposed drafts,
+it served, greedy equality with its TP1 reference, accept length, drafts in output / proposed,
 and (for the FP8 reference) KL / top-1 against the bf16 KV cache.
 """
 
@@ -58,6 +58,7 @@ def measure() -> dict:
             "reference": lay.reference,
             "greedy_equal": None if ref is None else s.outputs == ref.outputs,
             "accept_length": s.accept_length,
+            "kept_drafts": s.kept_drafts if s.verify_steps else None,
             "correct_drafts": s.correct_drafts,
             "proposed_drafts": s.proposed_drafts,
             "fp8_vs_bf16": quality if lay.name == "tp1-fp8kv" else None,
@@ -84,14 +85,14 @@ def table(result: dict) -> str:
         "(`scripts/layout_matrix.py`).\n\n"
     )
     lines = [
-        "| layout | resolved | served | greedy = reference | accept length | drafts kept |",
+        "| layout | resolved | served | greedy = reference | accept length | drafts in output |",
         "|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         res = ", ".join(f"{k} {v}" for k, v in r["resolved"].items() if v not in (None, 1))
         eq = "-" if r["greedy_equal"] is None else ("yes" if r["greedy_equal"] else "**no**")
         acc = "-" if r["accept_length"] is None else f"{r['accept_length']:.2f}"
-        kept = f"{r['correct_drafts']} / {r['proposed_drafts']}" if r["proposed_drafts"] else "-"
+        kept = f"{r['kept_drafts']} / {r['proposed_drafts']}" if r["proposed_drafts"] else "-"
         lines.append(f"| `{r['layout']}` | {res} | yes | {eq} | {acc} | {kept} |")
     q = next((r["fp8_vs_bf16"] for r in result["rows"] if r["fp8_vs_bf16"]), None)
     tail = "\n"

@@ -66,7 +66,8 @@ def served(url: str, prompts: list[list[int]], new: int) -> dict:
         "accept_length": round(decoded / verify, 3) if verify else None,
         "decode_tokens": decoded,
         "verify_steps": verify,
-        "correct_drafts": correct,
+        "kept_drafts": decoded - verify if verify else None,  # drafts that became output
+        "correct_drafts": correct,  # SGLang's count: also drafts kept past max_new_tokens
         "proposed_drafts": proposed,
         "outputs": outputs,
     }
@@ -110,8 +111,8 @@ def main() -> int:
         row["greedy_equal_without_speculation"] = (
             None if reference is None else (outputs == reference)
         )
-        print(f"EAGLE {name}: accept length {row['accept_length']}, drafts kept "
-              f"{row['correct_drafts']} / {row['proposed_drafts']}, greedy equal "
+        print(f"EAGLE {name}: accept length {row['accept_length']}, drafts in output "
+              f"{row['kept_drafts']} / {row['proposed_drafts']}, greedy equal "
               f"{row['greedy_equal_without_speculation']}")  # fmt: skip
     config = {
         "model": Path(model).name,

@@ -73,16 +73,23 @@ def test_layout_serves_the_reference_greedy_tokens(servers, served, name):
         )
 
 
+# A one-step draft keeps at most one draft per verify, so it decodes at most 2 tokens per verify;
+# a chain of five that decodes more has had drafts 2-5 kept.
+ONE_STEP_MAX = 2.0
+
+
 def test_multi_step_drafts_are_accepted_beyond_the_first(served):
-    """EAGLE 5/1/6 at TP2 accepts more tokens per verify than MTP 1/1/2 can at all (2 at most):
-    its later draft steps, each attending the earlier drafts' KV, must propose tokens that
-    verify keeps."""
+    """EAGLE 5/1/6 at TP2 decodes more output tokens per verify than any one-step draft can (2):
+    its later draft steps, each attending the earlier drafts' KV, must propose tokens that verify
+    keeps. Counted from the tokens each request returned over SGLang's verify count per request,
+    so drafts kept past max_new_tokens do not count. The distilled NextN draft (docs/tiny-model.md)
+    decodes about 2.9 per verify at 5/1/6 on held-out text; with draft steps 2-5 planned as step
+    1 (each attending the wrong keys) it falls to the one-step figure."""
     five = served["recipe:mi355x-tp8"]
     one = served["recipe:mi355x-tp8-dpattn"]
-    assert one.accept_length <= 2.0
-    # Both first drafts come from the same NextN layer over the same prompts: had only the
-    # first of five drafts ever been accepted, the two would accept about as many.
-    assert five.correct_drafts > one.correct_drafts, (five, one)
+    assert one.accept_length <= ONE_STEP_MAX, one
+    assert five.accept_length > ONE_STEP_MAX, (five, one)
+    assert five.kept_drafts > one.kept_drafts, (five, one)
 
 
 def test_hostile_campaign_against_dp_attention_fp8_eagle(servers):

@@ -20,10 +20,11 @@ PROMPTS = (
     "# parse the arguments\nparser = argparse.",
 )
 NEW_TOKENS = 32
-# Accepted / proposed drafts over PROMPTS (greedy, so deterministic per build). Measured on the
-# 2-core CPU box, 2026-12-01, SGLang 0.5.23, EAGLE 1/1/2: the trained NextN layer with its bf16
-# eh_proj 29 / 157 = 0.185; eh_proj MXFP4 27 / 159 = 0.170; eh_proj zeroed 0 / 186 = 0.
-MIN_ACCEPT_RATE = 0.10  # about half the trained draft's rate, far above a broken draft's 0
+# Kept / proposed drafts over PROMPTS (greedy, so deterministic per build), EAGLE 1/1/2, SGLang
+# 0.5.23, the 2-core CPU box. The distilled NextN draft (2026-12-05): bf16 eh_proj 62 / 124 =
+# 0.500, eh_proj MXFP4 63 / 123 = 0.512. The draft it replaced (2026-12-01): bf16 eh_proj 29 /
+# 157 = 0.185, MXFP4 27 / 159 = 0.170, eh_proj zeroed 0 / 186 = 0.
+MIN_ACCEPT_RATE = 0.25  # half the distilled draft's rate; the old draft's 0.185 fails it
 # MXFP4 eh_proj against the bf16 one: rounding may flip a few drafts, not a tenth of them.
 EH_PROJ_MARGIN = 0.05
 
@@ -43,7 +44,7 @@ def test_mtp_server_runs_eagle_through_mx_dsa(mtp_server_handle):
 
 
 def acceptance(url: str, reference: str | None = None) -> float:
-    """Accepted / proposed drafts over PROMPTS from SGLang's own counters (meta_info), with
+    """Drafts kept in the output / proposed over PROMPTS from SGLang's counters (meta_info), with
     greedy tokens equal to `reference`'s (a server without MTP) where given."""
     correct = proposed = 0
     for prompt in PROMPTS:
@@ -52,10 +53,13 @@ def acceptance(url: str, reference: str | None = None) -> float:
         if reference is not None:
             assert got["output_ids"] == greedy(reference, prompt)["output_ids"], prompt
         assert meta["completion_tokens"] == NEW_TOKENS
-        # Every decode token comes from a verify step (one each) or an accepted draft; the
-        # first token is the prefill's. So SGLang's counts must add up.
-        assert meta["spec_verify_ct"] + meta["spec_num_correct_drafts"] == NEW_TOKENS - 1, meta
-        correct += meta["spec_num_correct_drafts"]
+        # Every decode token comes from a verify step (one each) or a kept draft; the first
+        # token is the prefill's. SGLang's correct-draft count also holds the drafts the last
+        # verify kept past max_new_tokens (at most one: MTP 1/1/2 proposes one per verify), so
+        # only drafts that became output count.
+        kept = NEW_TOKENS - 1 - meta["spec_verify_ct"]
+        assert 0 <= meta["spec_num_correct_drafts"] - kept <= 1, meta
+        correct += kept
         proposed += meta["spec_num_proposed_drafts"]
     return correct / proposed
 

@@ -75,8 +75,18 @@ class Served:
         """Tokens per target forward, decode only (the first token is the prefill's)."""
         if not self.verify_steps:
             return None
-        decoded = sum(len(o) for o in self.outputs) - len(self.outputs)
-        return decoded / self.verify_steps
+        return self.decoded / self.verify_steps
+
+    @property
+    def decoded(self) -> int:
+        """Output tokens after each request's first (the prefill's)."""
+        return sum(len(o) for o in self.outputs) - len(self.outputs)
+
+    @property
+    def kept_drafts(self) -> int:
+        """Drafts that became output tokens: each verify step emits one token of its own, the
+        rest were drafts. SGLang's correct_drafts also counts drafts kept past max_new_tokens."""
+        return self.decoded - self.verify_steps
 
 
 def serve_prompts(url: str) -> Served:

@@ -82,9 +82,12 @@ def test_multi_step_drafts_are_accepted_beyond_the_first(served):
     """EAGLE 5/1/6 at TP2 decodes more output tokens per verify than any one-step draft can (2):
     its later draft steps, each attending the earlier drafts' KV, must propose tokens that verify
     keeps. Counted from the tokens each request returned over SGLang's verify count per request,
-    so drafts kept past max_new_tokens do not count. The distilled NextN draft (docs/tiny-model.md)
-    decodes about 2.9 per verify at 5/1/6 on held-out text; with draft steps 2-5 planned as step
-    1 (each attending the wrong keys) it falls to the one-step figure."""
+    so drafts kept past max_new_tokens do not count. With the distilled NextN draft
+    (docs/tiny-model.md) 5/1/6 decodes 2.22 per verify on these prompts and 1/1/2 1.54
+    (2026-12-05). Planted (docs/results/draft-plants-cpu.json): draft steps 2-5 with their
+    attention output zeroed decode 1.875 and fail here; steps planned as step 1 or writing no
+    latent still decode 2.31 (the tiny draft leans little on its own chain's KV) and fail
+    test_draft_steps.py instead."""
     five = served["recipe:mi355x-tp8"]
     one = served["recipe:mi355x-tp8-dpattn"]
     assert one.accept_length <= ONE_STEP_MAX, one

@@ -18,7 +18,7 @@ def _cmd(args) -> int:
     counts = process_counts(args.processes)
     fetch_limits(url)  # an unreachable server is one line, exit 2
     if args.with_sglang:
-        return _cmd_side_by_side(args, url, counts)
+        return _cmd_side_by_side(args, url, counts, tokenizer_dir(args.with_sglang))
     out = calibrate(url, args.output_len, args.start_rate, args.max_rate, args.step_s)
     out = with_processes(out, counts, lambda n: _climb(args, url, n))
     if out["ceiling"] is None:
@@ -30,6 +30,17 @@ def _cmd(args) -> int:
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(ceilings(out) + f" ({args.out})")
     return 0
+
+
+def tokenizer_dir(text: str) -> str:
+    """--with-sglang's directory, absolute: SGLang's client reads a relative path as a hub repo
+    id, and nothing here may reach a hub."""
+    from sglang_mx.bench.limits import BenchError
+
+    path = Path(text).expanduser()
+    if not (path / "tokenizer_config.json").is_file() and not (path / "tokenizer.json").exists():
+        raise BenchError(f"--with-sglang {text!r}: not a local tokenizer directory")
+    return str(path.resolve())
 
 
 def process_counts(text: str) -> list[int]:
@@ -57,7 +68,7 @@ def ceilings(out: dict) -> str:
     return "\n".join(lines)
 
 
-def _cmd_side_by_side(args, url: str, counts: list[int]) -> int:
+def _cmd_side_by_side(args, url: str, counts: list[int], tokenizer: str) -> int:
     from sglang_mx.bench.stamp import stamp
 
     rates, rate = [], args.start_rate
@@ -65,9 +76,7 @@ def _cmd_side_by_side(args, url: str, counts: list[int]) -> int:
         rates.append(rate)
         rate *= 2
     work = Path(args.out).resolve().parent / "calibrate-sglang"
-    out = calibrate_peer.side_by_side(
-        url, args.with_sglang, rates, args.output_len, args.step_s, work
-    )
+    out = calibrate_peer.side_by_side(url, tokenizer, rates, args.output_len, args.step_s, work)
     out = with_processes(out, counts, lambda n: _climb(args, url, n))
     client = "sglang-mx bench runner and python -m sglang.benchmark.serving"
     out["stamp"] = stamp(None, {"url": url, "client": client})

@@ -23,18 +23,24 @@ MIN_REQUESTS = 400
 STEP_TIMEOUT_S = 600.0
 
 
+def prompt_file(workdir: Path, tokenizer_dir: str, n: int) -> Path:
+    """A prompt file for a step of `n` requests: SGLang's random dataset sends at most one
+    request per row of the file (a 64-row file capped every step at 64 requests)."""
+    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
+    from sglang_mx.bench.sglang_bench import write_dataset
+
+    path = workdir / f"calibrate-prompts-{n}.json"
+    if not path.exists():
+        write_dataset(SegmentTokens(load_tokenizer(tokenizer_dir)), path, n, calibrate.PROMPT_LEN)
+    return path
+
+
 def sglang_step(
     url: str, tokenizer_dir: str, rate: float, output_len: int, workdir: Path, step_s: float
 ) -> dict:
     """One of SGLang's client's steps: `rate` req/s (Poisson) of PROMPT_LEN in / output_len out."""
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
-    from sglang_mx.bench.sglang_bench import write_dataset
-
     n = max(MIN_REQUESTS, int(rate * step_s))
-    dataset = workdir / "calibrate-prompts.json"
-    if not dataset.exists():
-        tokens = SegmentTokens(load_tokenizer(tokenizer_dir))
-        write_dataset(tokens, dataset, 64, calibrate.PROMPT_LEN)
+    dataset = prompt_file(workdir, tokenizer_dir, n)
     out = workdir / f"sglang-{rate:g}.jsonl"
     out.unlink(missing_ok=True)
     cmd = sglang_bench_command(url, tokenizer_dir, dataset, calibrate.PROMPT_LEN, output_len,

@@ -48,3 +48,13 @@ def test_ceiling_is_the_last_pass_before_the_first_failure():
     assert ceiling([_step(25, 10.0, False)]) is None
     text = table({"steps": steps, "sglang_steps": steps})
     assert "| 100 | 71.0 (x) | 2,272 | 0.50 / 4.0 | 20% | 71.0 (x) | 2,272 |" in text
+
+
+def test_sglang_step_sends_every_request_it_counts(null_url, bundled_tokenizer_dir, tmp_path):
+    """SGLang's client sends at most one request per prompt-file row: a step of 400 requests
+    must get 400 rows (a 64-row file once failed every step with 336 'errors')."""
+    from sglang_mx.bench.calibrate_peer import MIN_REQUESTS, sglang_step
+
+    step = sglang_step(null_url, bundled_tokenizer_dir, 200.0, 4, tmp_path, 1.0)
+    assert step["requests"] == MIN_REQUESTS and step["errors"] == 0, step
+    assert step["req_s"] > 0

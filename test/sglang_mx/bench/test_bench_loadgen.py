@@ -143,6 +143,10 @@ def test_calibrate_climbs_at_each_process_count(null_url, tmp_path):
     bad = subprocess.run(cmd[:-2] + ["--processes", "2,4", "-o", str(out)], capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "1 included" in bad.stderr
+    nowhere = str(tmp_path / "no-such-tokenizer")  # SGLang's client would look it up on a hub
+    bad = subprocess.run(cmd + ["--with-sglang", nowhere], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "not a local tokenizer directory" in bad.stderr, bad.stderr
 
 
 def _verify(url: str, claim: str, tmp_path, out, *extra: str) -> tuple[int, dict]:

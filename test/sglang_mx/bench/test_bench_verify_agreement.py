@@ -109,10 +109,12 @@ def test_mxfp4_agrees_with_bf16_and_a_planted_bug_is_refuted(
     assert any("within top-1 >= 0.85" in r for r in good["reasons"]), good["reasons"]
     assert not any(r.startswith("accuracy: ") for r in good["reasons"]), good["reasons"]
     # The speed verdict is test_bench_verify_liars.py's; on a box loaded by the suite a repeat
-    # may be client-bound, which leaves only the figure unjudged
+    # may be client-bound, or two repeats far apart (69.7 and 108.7 tok/s, 2026-12-05) give an
+    # interval that straddles: either leaves only the speed figure unjudged
     if good["verdict"] != "reproduced":
         assert good["verdict"] == "inconclusive", good["reasons"]
-        assert all("client-bound" in r or "agreement" in r for r in good["reasons"]), good
+        unjudged = ("client-bound", "agreement", "straddles")
+        assert all(any(w in r for w in unjudged) for r in good["reasons"]), good
 
     status, bad = _verify(planted, bf16, claim, bundled_tokenizer_dir, tmp_path / "planted")
     assert (status, bad["verdict"]) == (1, "not reproduced"), bad["reasons"]

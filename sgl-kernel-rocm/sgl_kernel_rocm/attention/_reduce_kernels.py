@@ -1,4 +1,6 @@
-"""Split-KV (flash-decoding) reduce: merge per-split partial outputs by their log-sum-exp.
+"""Triton body of the split-KV (flash-decoding) reduce. Callers use
+`sgl_kernel_rocm.attention.reduce.merge_splits` (the wrapper); the float64 reference is
+`reference.merge_splits_ref`.
 
 Partials are normalized per split; lse is in log2 units (the kernels use exp2). The split count
 is a runtime argument; BLOCK_S (its power-of-two bucket, <= MAX_SPLITS) is the only constexpr,
@@ -8,11 +10,8 @@ no token carries lse = -inf and contributes nothing; a row with no token at all 
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
-
-from sgl_kernel_rocm.attention._common import MAX_SPLITS, next_pow2
 
 
 @triton.jit
@@ -62,56 +61,3 @@ def _merge_splits_kernel(
         safe = tl.where(denom > 0, denom, 1.0)
         lse_out = tl.where(denom > 0, m_safe + tl.log2(safe), float("-inf"))
         tl.store(LSE_OUT + b * stride_xb + h * stride_xh, lse_out)
-
-
-def merge_splits(
-    o_part: torch.Tensor,
-    lse_part: torch.Tensor,
-    out: torch.Tensor,
-    lse_out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Merge o_part [..., S, DV] (fp32) with lse_part [..., S] (log2) into out [..., DV]; the
-    leading dims are [rows] or [batch, heads], and any of the four may be a strided view whose
-    last dim is contiguous (e.g. `out` rows inside a wider buffer)."""
-    *lead, splits, dv = o_part.shape
-    if len(lead) not in (1, 2) or tuple(lse_part.shape) != (*lead, splits):
-        raise ValueError(f"o_part {tuple(o_part.shape)} / lse_part {tuple(lse_part.shape)}")
-    if o_part.stride(-1) != 1 or lse_part.stride(-1) != 1 or out.stride(-1) != 1:
-        raise ValueError("o_part, lse_part and out need a contiguous last dim")
-    if splits > MAX_SPLITS:
-        raise ValueError(f"{splits} splits > MAX_SPLITS={MAX_SPLITS}")
-    result = out
-    if len(lead) == 1:  # [rows, ...] is [rows, 1 head, ...]
-        o_part, lse_part, out = o_part[:, None], lse_part[:, None], out[:, None]
-        lse_out = lse_out[:, None] if lse_out is not None else None
-    lse_x = lse_out if lse_out is not None else lse_part[..., 0]
-    _merge_splits_kernel[(o_part.shape[0], o_part.shape[1])](
-        o_part,
-        lse_part,
-        out,
-        lse_x,
-        *o_part.stride()[:3],
-        *lse_part.stride()[:2],
-        *out.stride()[:2],
-        *lse_x.stride()[:2],
-        splits,
-        DV=dv,
-        BLOCK_S=max(2, next_pow2(splits)),
-        BLOCK_DV=next_pow2(dv),
-        WRITE_LSE=lse_out is not None,
-    )
-    return result
-
-
-# ----------------------------------------------------------------------------- reference
-
-
-def merge_splits_ref(o_part: torch.Tensor, lse_part: torch.Tensor) -> torch.Tensor:
-    """Torch reference of merge_splits in float64."""
-    lse = lse_part.double()
-    m = lse.amax(dim=1, keepdim=True)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    w = torch.exp2(lse - m)
-    denom = w.sum(dim=1, keepdim=True)
-    out = (o_part.double() * w[..., None]).sum(dim=1) / torch.where(denom > 0, denom, 1.0)
-    return out

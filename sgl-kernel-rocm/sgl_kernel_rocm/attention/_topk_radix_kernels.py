@@ -1,5 +1,5 @@
-"""Radix select of the DSA indexer's top-k on the device, one program per request (an option
-beside torch.topk, timed apart by the GPU check as `indexer_topk_radix`).
+"""Triton body of the DSA indexer's radix top-k. Callers use
+`sgl_kernel_rocm.attention.topk_radix.select_topk_radix` (the wrapper).
 
 Scores are fp32; each maps to a 32-bit key whose unsigned order is the float order. Four passes
 of 8-bit digits (most significant first) each histogram the keys that still match the prefix
@@ -8,20 +8,12 @@ the remaining k: after them the prefix is the k-th largest key T exactly. A last
 positions of keys > T and the first (in position order) of those == T, so exactly k distinct
 positions (fewer when the row has fewer finite scores, then -1s). Output order is position
 order within each group, not score order: the sparse decode does not need it sorted.
-
-No host sync: the row length is a shape, the valid length a device value read by the kernel.
 """
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
-
-from sgl_kernel_rocm.attention._common import interpreting
-
-BLOCK = 1024  # scores per chunk of a pass
-NUM_WARPS = 8
 
 
 @triton.jit
@@ -91,24 +83,3 @@ def _radix_topk_kernel(S, SEQ, OUT, length, k, stride_sb, stride_ob, BLOCK: tl.c
     for c0 in range(0, k, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         tl.store(out + offs, tl.full([BLOCK], -1, tl.int32), mask=(offs >= take) & (offs < k))
-
-
-def select_topk_radix(scores: torch.Tensor, seq_lens: torch.Tensor, k: int) -> torch.Tensor:
-    """select_topk's contract by radix select: top-k positions per row of fp32 scores [B, L]
-    (-inf = padding) -> int32 [B, k], -1 where a row has fewer than k finite scores; positions
-    in ascending order among those above the k-th score, then those equal to it."""
-    if scores.dim() != 2 or scores.dtype != torch.float32 or scores.stride(-1) != 1:
-        raise ValueError("scores must be a [batch, length] fp32 tensor with a contiguous last dim")
-    if seq_lens.shape != (scores.shape[0],):
-        raise ValueError(f"seq_lens must be [{scores.shape[0]}], got {tuple(seq_lens.shape)}")
-    if k < 1:
-        raise ValueError(f"top_k must be >= 1, got {k}")
-    batch, length = scores.shape
-    idx = torch.empty(batch, k, dtype=torch.int32, device=scores.device)
-    if batch:
-        block = 64 if interpreting() else BLOCK
-        _radix_topk_kernel[(batch,)](
-            scores, seq_lens, idx, length, k, scores.stride(0), idx.stride(0), BLOCK=block,
-            num_warps=NUM_WARPS,
-        )  # fmt: skip
-    return idx

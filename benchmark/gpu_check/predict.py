@@ -28,7 +28,8 @@ PKG = REPO / "sgl-kernel-rocm" / "sgl_kernel_rocm"
 # What the predictions depend on: kernels, their tables, the model and its constants.
 INPUTS = (
     "moe/_kernels.py", "moe/_upcast.py", "moe/_split_k.py", "attention/mla_decode.py",
-    "attention/reduce.py", "_mx_triton.py", "attention/split_kv.py", "attention/fp8_bits.py",
+    "attention/_mla_decode_kernels.py", "attention/reduce.py", "attention/_reduce_kernels.py",
+    "_mx_triton.py", "attention/split_kv.py", "attention/fp8_bits.py",
     "configs/moe_mxfp4/{arch}.json", "configs/decode_mla/{arch}.json",
     "configs/decode_dsa/{arch}.json", "compile_check/costmodel/model.py",
     "compile_check/costmodel/perf.json", "compile_check/costmodel/launches.py",

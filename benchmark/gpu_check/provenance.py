@@ -21,11 +21,16 @@ _PKG = "sgl-kernel-rocm/sgl_kernel_rocm"
 _MOE = [f"{_PKG}/moe/{f}.py" for f in ("__init__", "_kernels", "_align_kernel", "align",
                                          "triton_moe", "layout", "config", "_split_k")]  # fmt: skip
 _MOE += [f"{_PKG}/_mx_triton.py", _PKG + "/configs/moe_mxfp4/{arch}.json"]
-_ATTN = [f"{_PKG}/attention/{f}.py" for f in ("_common", "reduce", "split_kv", "fp8_bits")]
-_MLA = [f"{_PKG}/attention/mla_decode.py", f"{_PKG}/attention/latent_layout.py", *_ATTN,
+# Each attention op: its wrapper, its Triton body (_*_kernels.py) and the float64 references
+# (reference.py, which the check_* rows compare against).
+_ATTN = [f"{_PKG}/attention/{f}.py" for f in ("_common", "reduce", "_reduce_kernels", "split_kv",
+                                             "fp8_bits", "reference")]  # fmt: skip
+_MLA = [f"{_PKG}/attention/mla_decode.py", f"{_PKG}/attention/_mla_decode_kernels.py",
+        f"{_PKG}/attention/latent_layout.py", *_ATTN,
         _PKG + "/configs/decode_mla/{arch}.json"]  # fmt: skip
 _DSA = [f"{_PKG}/attention/dsa_decode.py", *_MLA, _PKG + "/configs/decode_dsa/{arch}.json"]
-_INDEXER = [f"{_PKG}/attention/dsa_indexer.py", f"{_PKG}/attention/_common.py",
+_INDEXER = [f"{_PKG}/attention/dsa_indexer.py", f"{_PKG}/attention/_dsa_indexer_kernels.py",
+            f"{_PKG}/attention/_common.py", f"{_PKG}/attention/reference.py",
             _PKG + "/configs/decode_dsa_indexer/{arch}.json"]  # fmt: skip
 
 # Row kind -> the files whose change makes its figures stale ({arch}: the run's arch id). The
@@ -44,7 +49,11 @@ KERNEL_SOURCES: dict[str, list[str]] = {
     "check_indexer": _INDEXER,
     "indexer_scores": _INDEXER,
     "indexer_topk": _INDEXER,
-    "indexer_topk_radix": [*_INDEXER, f"{_PKG}/attention/topk_radix.py"],
+    "indexer_topk_radix": [
+        *_INDEXER,
+        f"{_PKG}/attention/topk_radix.py",
+        f"{_PKG}/attention/_topk_radix_kernels.py",
+    ],
 }
 
 

@@ -324,9 +324,9 @@ TTGIR_CONVERTS = "\n".join(
         "    %r = tt.load %p2 : tensor<64x64x!tt.ptr<f8E4M3FN>, #blocked> loc(#loc3)",
         '    %w:2 = tt.elementwise_inline_asm "{ and.b32 $0, $2, 0x7F; }" {constraints = "=r,=r,r", packed_element = 4 : i32} %r : tensor<64x64xf8E4M3FN, #blocked> -> tensor<64x64xbf16, #blocked>, tensor<64x64xi8, #blocked> loc(#loc3)',  # noqa: E501
         "    %d = tt.dot %q, %w#0, %acc : tensor<16x64xbf16> * tensor<64x64xbf16> -> tensor<16x64xf32, #mma> loc(#loc3)",  # noqa: E501
-        '#loc1 = loc("/pkg/attention/mla_decode.py":90:12)',
-        '#loc2 = loc("/pkg/attention/mla_decode.py":99:8)',
-        '#loc3 = loc("/pkg/attention/mla_decode.py":93:12)',
+        '#loc1 = loc("/pkg/attention/_mla_decode_kernels.py":90:12)',
+        '#loc2 = loc("/pkg/attention/_mla_decode_kernels.py":99:8)',
+        '#loc3 = loc("/pkg/attention/_mla_decode_kernels.py":93:12)',
     ]
 )
 
@@ -334,7 +334,7 @@ TTGIR_CONVERTS = "\n".join(
 def test_ttgir_convert_count_follows_views_of_each_load():
     """A convert applied in two layouts of one load counts 2; the inline-asm bit move of the
     other stream counts once; the dot that reads it is not a convert."""
-    streams = {("mla_decode.py", 90): "kv", ("mla_decode.py", 93): "kv_rope"}
+    streams = {("_mla_decode_kernels.py", 90): "kv", ("_mla_decode_kernels.py", 93): "kv_rope"}
     assert converts.ttgir_stream_converts(TTGIR_CONVERTS, streams) == {"kv": 2, "kv_rope": 1}
     once = TTGIR_CONVERTS.replace("tt.fp_to_fp %c", "tt.trans %c")
     assert converts.ttgir_stream_converts(once, streams) == {"kv": 1, "kv_rope": 1}
@@ -352,8 +352,8 @@ TTGIR_PIPELINED = "\n".join(
         "      %b = ttg.local_load %v2 token %t1 : !ttg.memdesc<64x128xf8E4M3FN> -> tensor<64x128xf8E4M3FN, #dot1> loc(#loc1)",  # noqa: E501
         "      %x = tt.fp_to_fp %a : tensor<64x128xf8E4M3FN, #linear> -> tensor<64x128xbf16, #linear> loc(#loc2)",  # noqa: E501
         "      %y = tt.fp_to_fp %b : tensor<64x128xf8E4M3FN, #dot1> -> tensor<64x128xbf16, #dot1> loc(#loc2)",  # noqa: E501
-        '#loc1 = loc("/pkg/attention/mla_decode.py":90:12)',
-        '#loc2 = loc("/pkg/attention/mla_decode.py":99:8)',
+        '#loc1 = loc("/pkg/attention/_mla_decode_kernels.py":90:12)',
+        '#loc2 = loc("/pkg/attention/_mla_decode_kernels.py":99:8)',
     ]
 )
 
@@ -361,7 +361,7 @@ TTGIR_PIPELINED = "\n".join(
 def test_ttgir_convert_count_follows_pipelined_loads():
     """With num_stages > 1 the tile arrives by async copies into a shared buffer and is read
     back from views of it: converts of those reads count; the copies themselves do not."""
-    streams = {("mla_decode.py", 90): "kv"}
+    streams = {("_mla_decode_kernels.py", 90): "kv"}
     assert converts.ttgir_stream_converts(TTGIR_PIPELINED, streams) == {"kv": 2}
     once = TTGIR_PIPELINED.replace("tt.fp_to_fp %b", "tt.trans %b")
     assert converts.ttgir_stream_converts(once, streams) == {"kv": 1}

@@ -4,6 +4,8 @@ indices [B, K] (int32, K = 2,048 for GLM-5) are logical positions within each re
 the paged latent cache through block_table. Entries < 0 or >= seq_len are skipped (so a list may
 hold fewer valid entries than K); duplicates are attended as often as they are listed, exactly
 like the gather in the reference. Kernel and launcher: mla_decode (its `indices` path).
+
+The float64 reference `dsa_sparse_decode_ref` is in reference.py.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import torch
 
-from sgl_kernel_rocm.attention.mla_decode import mla_decode, mla_decode_ref
+from sgl_kernel_rocm.attention.mla_decode import mla_decode
 
 
 def dsa_sparse_decode(
@@ -32,13 +34,3 @@ def dsa_sparse_decode(
     if indices.dtype not in (torch.int32, torch.int64) or indices.stride(-1) != 1:
         raise ValueError("indices must be a contiguous int32/int64 tensor")
     return mla_decode(q, kv_cache, block_table, seq_lens, indices=indices, **options)
-
-
-# ----------------------------------------------------------------------------- reference
-
-
-def dsa_sparse_decode_ref(*tensors: torch.Tensor, **options: Any) -> torch.Tensor:
-    """Float64 reference of dsa_sparse_decode, with its arguments (q, kv_cache, block_table,
-    seq_lens, indices; kv_scale, sm_scale): mla_decode_ref over the listed positions."""
-    *dense, indices = tensors
-    return mla_decode_ref(*dense, indices=indices, **options)

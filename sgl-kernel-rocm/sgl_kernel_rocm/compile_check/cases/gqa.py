@@ -16,7 +16,7 @@ def gqa_cases(arch: str) -> list[Case]:
             out.append(
                 build(
                     kernel="attn.gqa_decode",
-                    module="sgl_kernel_rocm.attention.gqa_decode",
+                    module="sgl_kernel_rocm.attention._gqa_decode_kernels",
                     fn="_gqa_decode_split_kernel",
                     arch=arch,
                     label=f"kv{kv}:g{group}_d{d}_p{page}",

@@ -13,7 +13,7 @@ def indexer_cases(arch: str) -> list[Case]:
         out.append(
             build(
                 kernel="attn.dsa_indexer",
-                module="sgl_kernel_rocm.attention.dsa_indexer",
+                module="sgl_kernel_rocm.attention._dsa_indexer_kernels",
                 fn="_indexer_score_kernel",
                 arch=arch,
                 label="kfp8:h32_d128_p64",
@@ -57,11 +57,11 @@ def indexer_cases(arch: str) -> list[Case]:
 
 
 def radix_topk_case(arch: str) -> Case:
-    """The indexer's radix top-k (attention/topk_radix.py): one program per row of 20k fp32
-    scores, top-k 2,048."""
+    """The indexer's radix top-k (attention/_topk_radix_kernels.py, launched as topk_radix.py
+    does): one program per row of 20k fp32 scores, top-k 2,048."""
     from sgl_kernel_rocm.attention.topk_radix import BLOCK, NUM_WARPS
 
-    module = "sgl_kernel_rocm.attention.topk_radix"
+    module = "sgl_kernel_rocm.attention._topk_radix_kernels"
     launch = {"num_warps": NUM_WARPS, "num_stages": 1}
     return build("attn.topk_radix", module, "_radix_topk_kernel", arch, "fp32:k2048", launch,
         pointers=(("S", "*fp32"), ("SEQ", "*i32"), ("OUT", "*i32")),

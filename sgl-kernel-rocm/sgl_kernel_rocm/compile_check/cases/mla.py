@@ -89,7 +89,7 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
     head_blocks = -(-heads // block_h)
     return build(
         kernel="attn.dsa_decode" if sparse else "attn.mla_decode",
-        module="sgl_kernel_rocm.attention.mla_decode",
+        module="sgl_kernel_rocm.attention._mla_decode_kernels",
         fn="_mla_decode_split_kernel",
         arch=arch,
         label=f"kv{kv}:h{heads}_bh{block_h}_p64{tile_variant(cfg)}",

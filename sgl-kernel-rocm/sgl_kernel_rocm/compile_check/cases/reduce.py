@@ -11,7 +11,7 @@ def reduce_cases(arch: str) -> list[Case]:
         out.append(
             build(
                 kernel="attn.merge_splits",
-                module="sgl_kernel_rocm.attention.reduce",
+                module="sgl_kernel_rocm.attention._reduce_kernels",
                 fn="_merge_splits_kernel",
                 arch=arch,
                 label=f"dv{dv}",

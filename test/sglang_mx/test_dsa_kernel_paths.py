@@ -29,7 +29,7 @@ def pool():
 
 def test_index_key_pages_match_sglang_writer(pool):
     from sglang.kernels.ops.quantization.act_quant_triton import act_quant
-    from sglang_mx.attention import index_k_pages
+    from sglang_mx.attention.dsa import index_k_pages
 
     torch.manual_seed(0)
     key = torch.randn(70, 128) * torch.logspace(-2, 1, 70).unsqueeze(1)
@@ -48,7 +48,7 @@ def test_index_key_pages_match_sglang_writer(pool):
 
 
 def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
-    from sglang_mx.attention import index_k_pages
+    from sglang_mx.attention.dsa import index_k_pages
 
     torch.manual_seed(1)
     seq_lens = [100, 200, 300]  # one dense (< top-k), two sparse
@@ -91,7 +91,7 @@ def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     forward must run instead (else SGLang's returns no top-k and attention goes dense)."""
     from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
     from sglang.srt.model_executor import forward_context
-    from sglang_mx.attention import dsa_indexer
+    from sglang_mx.attention.dsa import indexer as dsa_indexer
 
     reached = []
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
-from sglang_mx.attention import index_k_pages
+from sglang_mx.attention.dsa import index_k_pages
 
 
 @dataclass(frozen=True)

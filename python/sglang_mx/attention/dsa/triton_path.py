@@ -4,7 +4,7 @@ Page tables come from SGLang's token-level req_to_token rows: with page size P (
 request's logical page i lives at slot req_to_token[r, i * P] // P, and the pools are viewed as
 pages: latent [slots, 1, row] -> [pages, P, row] (row: the pool's LatentLayout, plain 576 values
 or packed FP8 bytes); index keys through index_k_pages. Extend
-batches stay on the torch path (dsa_math): these kernels are decode kernels.
+batches stay on the torch path (sparse_math): these kernels are decode kernels.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from sgl_kernel_rocm.attention import dsa_indexer_scores, dsa_sparse_decode, mla_decode, select_topk
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
-from sglang_mx.attention import index_k_pages
+from sglang_mx.attention.dsa import index_k_pages
 
 
 def block_table(

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from sglang_mx.attention import hadamard, index_k_pages
+from sglang_mx.attention.dsa import hadamard, index_k_pages
 from sglang_mx.sglang_version import check_version
 
 # Diagnostic: a directory to which every indexer call saves its query positions and top-k (one

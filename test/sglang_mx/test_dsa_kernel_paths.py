@@ -41,9 +41,10 @@ def test_index_key_pages_match_sglang_writer(pool):
     assert torch.equal(k_scale, sglang_scale.view(-1))
     pool.set_index_k_scale_buffer(0, loc, k_fp8.contiguous(), k_scale.view(-1, 1).contiguous())
     ours = torch.zeros_like(buf)
-    index_k_pages.store(ours, loc, key, pool.index_page_size)
+    index_k = index_k_pages.IndexKLayout(pool.index_page_size, 128)
+    index_k.store(ours, loc, key)
     assert torch.equal(ours, buf)
-    back = index_k_pages.load(buf, loc, PAGE, 128)
+    back = index_k_pages.IndexKLayout(PAGE, 128).load(buf, loc)
     assert torch.equal(back, k_fp8.float() * k_scale.view(-1, 1))
 
 
@@ -58,7 +59,7 @@ def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     kv.copy_(torch.randn_like(kv))
     buf = pool.get_index_k_with_scale_buffer(0)
     all_slots = req_to_token[req_to_token > 0].long()
-    index_k_pages.store(buf, all_slots, torch.randn(len(all_slots), 128), PAGE)
+    index_k_pages.IndexKLayout(PAGE, 128).store(buf, all_slots, torch.randn(len(all_slots), 128))
 
     batch = decode_batch(seq_lens, req_to_token)
     q_index = torch.randn(3, 4, 128)

@@ -164,7 +164,8 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
     from sgl_kernel_rocm.attention import mla_decode_ref
     from sgl_kernel_rocm.attention.latent_layout import LatentLayout
     from sglang.srt.mem_cache import memory_pool
-    from sglang_mx.attention.dsa import index_k_pages, latent_cache, triton_path
+    from sglang_mx.attention.dsa import latent_cache, triton_path
+    from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
 
     dim, hip, dtype = WRITES[case]
     pool = fp8_pool(1024, dim)
@@ -192,7 +193,7 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
     assert hip_writes == ([memory_pool.fp8_dtype] if hip else [])  # SGLang's HIP kernel wrote
 
     buf = pool.get_index_k_with_scale_buffer(0)
-    index_k_pages.store(buf, slots, torch.randn(len(slots), 128), PAGE)
+    IndexKLayout(PAGE, 128).store(buf, slots, torch.randn(len(slots), 128))
     batch = decode_batch(seq_lens, req_to_token)
     q_index, weights = torch.randn(3, 4, 128), torch.rand(3, 4)
     q = torch.randn(3, 4 * 576)

@@ -107,8 +107,9 @@ def check_mla(shape: MlaShape, device, top_k: int | None = None) -> Verdict:
 
 def index_key_pages(g: torch.Generator, pages: int, page: int, dim: int, device):
     """SGLang's FP8 index-key pool [pages, page * (dim + 4)] uint8 (per page: the keys, then
-    one fp32 scale per key) with random keys, viewed as attention/dsa/index_k_pages.page_views
-    views it: (keys FP8 [pages, page, dim], scales fp32 [pages, page]), strided as served."""
+    one fp32 scale per key) with random keys, viewed as attention/dsa/index_k_pages.py's
+    IndexKLayout.page_views views it: (keys FP8 [pages, page, dim], scales fp32 [pages, page]),
+    strided as served."""
     keys = torch.randn(pages, page, dim, generator=g)
     # Power-of-two scales bringing each key's amax under 448, as SGLang's ue8m0 act_quant.
     scale = torch.exp2(torch.ceil(torch.log2(keys.abs().amax(-1) / 448.0)))

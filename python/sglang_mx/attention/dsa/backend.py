@@ -37,8 +37,10 @@ from typing import Any
 import torch
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 
-from sglang_mx.attention.dsa import indexer, sparse_math
+from sglang_mx.attention.dsa import indexer, latent_cache, sparse_math
+from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
 from sglang_mx.attention.dsa.name import MX_DSA
+from sglang_mx.attention.dsa.pool_layouts import PoolLayouts
 from sglang_mx.attention.host_lengths import host_max
 
 BACKEND_NAME = MX_DSA
@@ -101,6 +103,19 @@ class MxDsaAttnBackend(AttentionBackend):
         # CUDA-graph state (init_cuda_graph_state): fixed-address buffers for max_bs rows.
         self.cuda_graph_table: torch.Tensor | None = None
         self.cuda_graph_seq_lens: torch.Tensor | None = None
+        # The pool's latent and index-key layouts, resolved once (not per layer per step).
+        self._layouts: PoolLayouts | None = None
+
+    def layouts(self) -> PoolLayouts:
+        """The layouts of the pool this backend serves, resolved the first time it is seen."""
+        pool = self.token_to_kv_pool
+        if self._layouts is None or self._layouts.pool is not pool:
+            self._layouts = PoolLayouts(pool, self.page_size)
+        return self._layouts
+
+    def index_k_layout(self) -> IndexKLayout:
+        """The index-key pages' layout (what the indexer stores its keys in)."""
+        return self.layouts().index_k
 
     def init_forward_metadata(self, forward_batch: Any) -> None:
         """Eager path. Kernel decode reads no device value on the host (no per-request list)."""
@@ -177,24 +192,22 @@ class MxDsaAttnBackend(AttentionBackend):
     # -- indexer (called by indexer_forward_native) --------------------------------------
 
     def index_topk(self, query, weights, index_buf, forward_batch, top_k: int):
-        page = int(getattr(self.token_to_kv_pool, "index_page_size", self.page_size))
+        index_k = self.index_k_layout()
         if self.table is not None:
             from sglang_mx.attention.dsa import triton_path
 
             return triton_path.index_topk_decode(
-                query, weights, index_buf, page, self.table, self.seq_lens, top_k
+                query, weights, index_buf, index_k, self.table, self.seq_lens, top_k
             )
-        return sparse_math.index_topk(query, weights, index_buf, page, self.requests, top_k)
+        return sparse_math.index_topk(query, weights, index_buf, index_k, self.requests, top_k)
 
     # -- attention ----------------------------------------------------------------------
 
     def _attend(self, q, k, v, layer, forward_batch, save_kv_cache, topk_indices):
         # The pool's latent rows in the layout SGLang chose (plain, or packed FP8 under
         # --kv-cache-dtype fp8_e4m3 off HIP), written through SGLang's own path.
-        from sglang_mx.attention.dsa import latent_cache
-
         pool = self.token_to_kv_pool
-        layout = latent_cache.layout_of(pool)
+        layout = self.layouts().latent
         if save_kv_cache and k is not None:
             latent_cache.write(pool, layer, forward_batch.out_cache_loc, k, v)
         heads = layer.tp_q_head_num

@@ -87,6 +87,33 @@ def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     torch.testing.assert_close(t_sparse[0], t_dense[0], atol=1e-5, rtol=1e-5)
 
 
+def test_the_backend_resolves_the_pool_layouts_once(pool, monkeypatch):
+    """latent_cache.layout_of (with its width checks) runs once per pool the backend serves, not
+    per layer per step; a pool swapped in is resolved afresh."""
+    from sglang_mx.attention.dsa import latent_cache
+    from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
+
+    seen = []
+    layout_of = latent_cache.layout_of
+    monkeypatch.setattr(latent_cache, "layout_of", lambda p: seen.append(p) or layout_of(p))
+    seq_lens = [70, 130]
+    req_to_token = scattered_requests(pool, seq_lens)
+    batch = decode_batch(seq_lens, req_to_token)
+    backend = mx_dsa_backend(pool, req_to_token, False, monkeypatch)
+    q = torch.randn(len(seq_lens), 4 * 576)
+    for _step in range(2):
+        backend.init_forward_metadata(batch)
+        for layer_id in range(LAYERS):
+            layer = SimpleNamespace(layer_id=layer_id, tp_q_head_num=4, scaling=128**-0.5)
+            backend.forward_decode(q, None, None, layer, batch, save_kv_cache=False)
+    assert len(seen) == 1 and seen[0] is pool
+    assert backend.index_k_layout() == IndexKLayout(PAGE, 128)
+    other = dsa_pool(size=256, layers=1)
+    backend.token_to_kv_pool = other
+    assert backend.layouts().latent == layout_of(other)
+    assert len(seen) == 2 and seen[1] is other
+
+
 def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     """On an in-tree GPU platform SGLang calls Indexer.forward_cuda; with mx_dsa active our
     forward must run instead (else SGLang's returns no top-k and attention goes dense)."""

@@ -44,7 +44,7 @@ endif
 
 # Long hostile-request campaign (random seed) against a supervised server on each bundled model
 # (the default GLM-5 one, then GLM-4.5; FUZZ_MINUTES split evenly); new crashers are saved as
-# regression cases under test/sglang_mx/fuzz_regressions/ (replayed by `make test` on both).
+# regression cases under test/sglang_mx/guards/fuzz_regressions/ (replayed by `make test` on both).
 fuzz: setup
 	$(BIN)/python scripts/fuzz.py --minutes $(FUZZ_MINUTES)
 

@@ -10,7 +10,7 @@ with its experts replaced by the reference dequantization of the MXFP4 checkpoin
     python scripts/eval_tiny_glm5_context.py --out docs/results/tiny_glm5_ppl_by_position.json
 
 The bundled configs' max_position_embeddings (what SGLang serves as context_length) are held to
-this record's `quality_context` by test/sglang_mx/test_tiny_glm5_context.py.
+this record's `quality_context` by test/sglang_mx/assets/test_tiny_glm5_context.py.
 """
 
 from __future__ import annotations

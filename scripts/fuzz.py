@@ -3,8 +3,8 @@ sglang_mx plugin, from a random seed (or --seed), on each bundled model in turn 
 evenly): the default GLM-5 model that `sglang-mx serve` serves (mx_dsa, MLA + DSA, page 64,
 chunked prefill) and the GLM-4.5 one (GQA). Every new crash class (worker death, 5xx, traceback,
 no answer) is shrunk to the fewest fields that still fail and written as a regression case into
-test/sglang_mx/fuzz_regressions/, which the test suite replays against both. Exits 1 if anything
-was found.
+test/sglang_mx/guards/fuzz_regressions/, which the test suite replays against both. Exits 1 if
+anything was found.
 
     python scripts/fuzz.py --minutes 30            # what `make fuzz` runs
     python scripts/fuzz.py --models glm5-default   # one model
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="default: random (printed)")
     ap.add_argument("--batch", type=int, default=200, help="cases per hypothesis run (seed)")
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated of {MODELS}")
-    ap.add_argument("--out", type=Path, default=ROOT / "test/sglang_mx/fuzz_regressions")
+    ap.add_argument("--out", type=Path, default=ROOT / "test/sglang_mx/guards/fuzz_regressions")
     ap.add_argument("--model-path", default=None, help="fuzz this model instead (one run)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     args = ap.parse_args(argv)

@@ -51,14 +51,17 @@ def pytest_runtest_makereport(item, call):
 # modules a test's parameters name its server ("[glm5-..." or not).
 GLM5_SESSION_MODULES = frozenset(
     {
-        "test/sglang_mx/test_default_server_context.py",
-        "test/sglang_mx/test_mtp_serving.py",
-        "test/sglang_mx/test_quark_checkpoint.py",
+        "test/sglang_mx/assets/test_default_server_context.py",
+        "test/sglang_mx/serving/test_mtp_serving.py",
+        "test/sglang_mx/quant/test_quark_checkpoint.py",
         "test/sglang_mx/provider/test_sglang_client.py",
     }
 )
 MIXED_SESSION_MODULES = frozenset(
-    {"test/sglang_mx/test_hostile_campaign.py", "test/sglang_mx/provider/test_provider_guards.py"}
+    {
+        "test/sglang_mx/guards/test_hostile_campaign.py",
+        "test/sglang_mx/provider/test_provider_guards.py",
+    }
 )
 MXFP4_SESSION_MODULES = frozenset(
     {
@@ -74,10 +77,10 @@ MXFP4_SESSION_MODULES = frozenset(
         "test/sglang_mx/provider/test_native_routes.py",
         "test/sglang_mx/provider/test_openai_fields.py",
         "test/sglang_mx/provider/test_router_topology.py",
-        "test/sglang_mx/test_entry_points.py",
-        "test/sglang_mx/test_guards_server.py",
-        "test/sglang_mx/test_reference_equivalence.py",
-        "test/sglang_mx/test_server.py",
+        "test/sglang_mx/seam/test_entry_points.py",
+        "test/sglang_mx/guards/test_guards_server.py",
+        "test/sglang_mx/serving/test_reference_equivalence.py",
+        "test/sglang_mx/serving/test_server.py",
     }
 )
 GLM5_SERVER_FIXTURES = frozenset(

@@ -10,8 +10,8 @@ import importlib.util
 
 from sglang_mx.env import ENV
 
-MLA_MODULE = "sglang_mx.attention.mx_dsa"
-INDEXER_MODULE = "sglang_mx.attention.dsa_indexer"
+MLA_MODULE = "sglang_mx.attention.dsa.backend"
+INDEXER_MODULE = "sglang_mx.attention.dsa.indexer"
 
 
 def _module_summary(name: str) -> str | None:

@@ -5,7 +5,7 @@
 #      DIST_ADDR (127.0.0.1:50000: node 0's address, the same on every node), PORT (30000: node 0's
 #      HTTP port; node 1 serves no HTTP of its own), HOST (127.0.0.1), PYTHON (python).
 #
-# On one box (what the suite runs, test/sglang_mx/test_multinode_loopback.py, float32, greedy
+# On one box (what the suite runs, test/sglang_mx/serving/test_multinode_loopback.py, float32, greedy
 # equal to TP1): start rank 1 and rank 0 in two shells with the defaults; each "node" binds its
 # rank to its own slice of the cores (seam/cpu_binding.py, a loopback DIST_ADDR).
 # On two real nodes, what changes:

@@ -4,7 +4,7 @@
 - `forced_selection`: transformers' forward with every indexer returning given top-k rows (the
   served ones): with the same selections, served and reference must agree to float32 noise.
 - `fp8_index_keys`: transformers' indexer with its keys rotated and quantized to FP8 e4m3 the
-  way SGLang's index-key pool holds them (sglang_mx.attention.index_k_pages, checked against
+  way SGLang's index-key pool holds them (sglang_mx.attention.dsa.index_k_pages, checked against
   SGLang's own writer in test_dsa_pool_layout): the effect of FP8 index keys on this model.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
-from sglang_mx.attention import hadamard, index_k_pages
+from sglang_mx.attention.dsa import hadamard, index_k_pages
 
 
 def _indexer_cls():

@@ -1,5 +1,5 @@
 """A fake SGLang worker with planted faults: the negative control for the hostile campaign
-(test/sglang_mx/test_campaign_faults.py). It stands in for a server that is broken in known ways,
+(test/lab/testing/test_campaign_faults.py). It stands in for a server that is broken in known ways,
 so the tests can see that the campaign reports, shrinks and saves each kind of failure.
 
 A real HTTP server on a loopback port, in this process (stdlib `http.server`, one thread per

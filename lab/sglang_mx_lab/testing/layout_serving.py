@@ -1,6 +1,6 @@
 """The production layouts the suite serves on the CPU box, and what is measured on each.
 
-Shared by test/sglang_mx/test_layouts.py (which asserts) and scripts/layout_matrix.py (which
+Shared by test/sglang_mx/recipes/test_layouts.py (which asserts) and scripts/layout_matrix.py (which
 writes docs/results/layout-matrix-cpu.json and the table in docs/layouts.md from one run), so the
 matrix in the docs is the suite's configurations, measured, not typed. Every layout serves the
 default tiny GLM-5 (MLA + DSA + MXFP4 MoE + its trained NextN layer) in float32, so greedy output

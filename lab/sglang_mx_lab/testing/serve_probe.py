@@ -60,7 +60,9 @@ TOP_LOGPROBS = 5
 # compute, so GPU and CPU differ by float32 noise only (serve_compare's bounds).
 SERVE_ARGS = ["--dtype", "float32", "--chunked-prefill-size", str(CHUNK)]
 HOSTILE_SEED = 20261130
-REGRESSIONS = Path(__file__).resolve().parents[3] / "test" / "sglang_mx" / "fuzz_regressions"
+REGRESSIONS = (
+    Path(__file__).resolve().parents[3] / "test" / "sglang_mx" / "guards" / "fuzz_regressions"
+)
 
 
 def long_ids(tokenizer, n: int) -> list[int]:

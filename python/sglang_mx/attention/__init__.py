@@ -1,4 +1,5 @@
-"""Our SGLang attention backends, one module each: `mx_triton` (GQA/MHA decode on paged Triton
-kernels, prefill delegated) and `mx_dsa` (MLA + DeepSeek Sparse Attention), registered lazily by
-`registry`; the DSA indexer (`dsa_indexer`), its math, kernels glue and page layout; and what a
-DSA model needs on a CPU box (`dsa_cpu`)."""
+"""Our SGLang attention backends, registered lazily by `registry`: `mx_triton` (GQA/MHA decode
+on paged Triton kernels, prefill delegated, `mx_triton.py`) and `mx_dsa` (MLA + DeepSeek Sparse
+Attention, the `dsa` subpackage: backend, indexer, torch and Triton paths, page layouts and what
+a DSA model needs on a CPU box); EAGLE's multi-step draft container over both
+(`draft_steps`)."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sglang_mx.attention.dsa.name import MX_DSA  # MLA + DeepSeek Sparse Attention (dsa/)
 from sglang_mx.sglang_version import check_version, hook
 
 MX_TRITON = "mx_triton"  # GQA/MHA decode on sgl_kernel_rocm's paged kernel (mx_triton.py)
-MX_DSA = "mx_dsa"  # MLA + DeepSeek Sparse Attention (mx_dsa.py)
 
 
 def _create_mx_triton(runner: Any) -> Any:
@@ -24,9 +24,9 @@ def _create_mx_triton(runner: Any) -> Any:
 
 
 def _create_mx_dsa(runner: Any) -> Any:
-    from sglang_mx.attention import mx_dsa
+    from sglang_mx.attention.dsa import backend
 
-    return mx_dsa.create(runner)
+    return backend.create(runner)
 
 
 def register_backend(name: str, create: Callable[[Any], Any]) -> None:

@@ -180,7 +180,7 @@ class LinearStepCost:
     + per_decode_key x decode context; fitted by calibrate.py.
 
     `per_prefill_pair` is for an attention that scores every new token against every key of
-    its request and masks afterwards (sglang_mx's CPU torch path, attention/dsa_math.py: the
+    its request and masks afterwards (sglang_mx's CPU torch path, attention/dsa/sparse_math.py: the
     [extend, seq_len] rectangle), `per_prefill_key` for one that skips the masked half."""
 
     base_s: float

@@ -5,7 +5,7 @@ SGLang's own scheduler, radix cache, paged KV pools and decode CUDA-graph runner
 what its in-tree CUDA platform would send to `sgl_kernel` goes elsewhere:
 - custom ops (`BaseFusedOp`: RMSNorm, rotary, SiluAndMul, TopK, ...) dispatch to their
   `forward_native` torch paths (`get_dispatch_key_name`), or to forwards we register for
-  "native" (the DSA indexer, `sglang_mx.attention.dsa_indexer`);
+  "native" (the DSA indexer, `sglang_mx.attention.dsa.indexer`);
 - attention: `mx_dsa` for MLA/DSA checkpoints, `mx_triton` (sgl_kernel_rocm's Triton kernels)
   for the rest; sampling on torch (`--sampling-backend pytorch`, not FlashInfer);
 - MXFP4 MoE experts and linears: our quantization config (`get_quantization_config`);
@@ -26,7 +26,7 @@ from sglang.srt.platforms.cuda import CudaDeviceMixin
 from sglang.srt.platforms.device_mixin import PlatformEnum
 from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 
-from sglang_mx.attention.dsa_cpu import is_dsa_checkpoint
+from sglang_mx.attention.dsa.cpu import is_dsa_checkpoint
 from sglang_mx.attention.registry import MX_DSA, MX_TRITON
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ SGLang process: main, tokenizer, scheduler, detokenizer.
 Each hook into SGLang lives with its concern; `register()` only wires them, in this order:
 (1) a CPU-only box is made ready for SGLang's CPU engine (`cpu_setup`), or a CUDA GPU without
 sgl_kernel for the `mx_cuda` platform (`cuda_setup`), (2) the request guards (`guards.hooks`),
-(3) on our platforms, what DSA models need there (`attention.dsa_cpu`); on a CPU box, what EAGLE
+(3) on our platforms, what DSA models need there (`attention.dsa.cpu`); on a CPU box, what EAGLE
 (MTP) speculative decoding needs there (`seam.spec_cpu`) and SGLang's bf16 MoE under expert
 parallelism (`seam.moe_native_ep`), and PD disaggregation's prefill side over Mooncake TCP
 (`seam.pd_cpu`); on mx_cuda, torch in place of two JIT
@@ -38,7 +38,8 @@ def register() -> None:
         from sglang_mx.seam import cuda_setup
 
         cuda_setup.prepare_process()
-    from sglang_mx.attention import dsa_cpu, registry
+    from sglang_mx.attention import registry
+    from sglang_mx.attention.dsa import cpu as dsa_cpu
     from sglang_mx.guards import hooks as guard_hooks
     from sglang_mx.quant import checkpoint
 

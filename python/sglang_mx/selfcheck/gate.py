@@ -145,7 +145,7 @@ def dsa_declined(runner: Any) -> str | None:
             ]  # fmt: skip
     except Exception as e:  # shapes we cannot read are shapes we have not checked
         cases = [("mx_dsa", "unknown", _raise(e))]
-    fallback = "mx_dsa's torch decode path (dsa_math; eager, no CUDA graphs)"
+    fallback = "mx_dsa's torch decode path (dsa/sparse_math; eager, no CUDA graphs)"
     return _declined(check_group(cases, device, "mx_dsa Triton decode", fallback))
 
 

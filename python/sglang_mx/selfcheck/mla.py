@@ -1,8 +1,8 @@
 """The mx_dsa decode cases: MLA dense decode, DSA sparse decode and the DSA indexer, called as
-attention/dsa_triton.py calls them (the latent pool [slots, 1, row] viewed as pages, the FP8
+attention/dsa/triton_path.py calls them (the latent pool [slots, 1, row] viewed as pages, the FP8
 index-key pool as SGLang's uint8 pages of keys then scales, the same keywords), over caches made
 on the target device, against sgl_kernel_rocm's float64 references. (This package sits below
-attention/, which calls the gate, so the cases name the kernels, not dsa_triton.)"""
+attention/, which calls the gate, so the cases name the kernels, not triton_path.)"""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def check_mla(shape: MlaShape, device, top_k: int | None = None) -> Verdict:
         # Positions over the whole context, -1s and out-of-range ones among them.
         indices = torch.randint(-1, shape.context + 1, (len(lens), top_k), generator=g)
         indices = indices.to(device=device, dtype=torch.int32)
-    cache = kv_buf.view(-1, shape.page, kv_buf.shape[-1])  # dsa_triton.paged_latent
+    cache = kv_buf.view(-1, shape.page, kv_buf.shape[-1])  # triton_path.paged_latent
     opts = {"sm_scale": shape.sm_scale} | ({"layout": layout} if layout else {})
     if indices is None:
         out = kernels.mla_decode(q, cache, table, seq_lens, **opts)
@@ -107,8 +107,9 @@ def check_mla(shape: MlaShape, device, top_k: int | None = None) -> Verdict:
 
 def index_key_pages(g: torch.Generator, pages: int, page: int, dim: int, device):
     """SGLang's FP8 index-key pool [pages, page * (dim + 4)] uint8 (per page: the keys, then
-    one fp32 scale per key) with random keys, viewed as attention/index_k_pages.page_views
-    views it: (keys FP8 [pages, page, dim], scales fp32 [pages, page]), strided as served."""
+    one fp32 scale per key) with random keys, viewed as attention/dsa/index_k_pages.py's
+    IndexKLayout.page_views views it: (keys FP8 [pages, page, dim], scales fp32 [pages, page]),
+    strided as served."""
     keys = torch.randn(pages, page, dim, generator=g)
     # Power-of-two scales bringing each key's amax under 448, as SGLang's ue8m0 act_quant.
     scale = torch.exp2(torch.ceil(torch.log2(keys.abs().amax(-1) / 448.0)))
@@ -121,7 +122,7 @@ def index_key_pages(g: torch.Generator, pages: int, page: int, dim: int, device)
 
 def check_indexer(shape: IndexerShape, device) -> Verdict:
     """The indexer's scores kernel against its float64 reference, then the top-k selected from
-    them (dsa_triton.index_topk_decode's select_topk) judged on the reference scores."""
+    them (triton_path.index_topk_decode's select_topk) judged on the reference scores."""
     from sgl_kernel_rocm import attention as kernels
 
     g = torch.Generator().manual_seed(3)

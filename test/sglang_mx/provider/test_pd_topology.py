@@ -25,7 +25,7 @@ from provider_support import (
     price_served_model,
     provider_process,
 )
-from sglang_mx.attention.dsa_indexer import TOPK_DUMP_ENV
+from sglang_mx.attention.dsa.indexer import TOPK_DUMP_ENV
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
 from sglang_mx_lab.testing.pd_faults import fault_run, unique_prompt

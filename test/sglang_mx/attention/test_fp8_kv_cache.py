@@ -1,7 +1,7 @@
 """`--kv-cache-dtype fp8_e4m3` through mx_dsa on SGLang's real DSATokenToKVPool (page 64), no
 server: the layouts SGLang picks, its own writes of them, and both of our read paths.
 
-SGLang 0.5.23 writes an FP8 DSA latent through `set_mla_kv_buffer` (latent_cache.py):
+SGLang 0.5.23 writes an FP8 DSA latent through `set_mla_kv_buffer` (attention/dsa/latent_cache.py):
 - packed rows (a pool with `override_kv_cache_dim`, 656 bytes: what a CPU box gets, where the
   DSA backends resolve to flashmla_kv; Hopper the same);
 - plain FP8 rows on HIP (`set_mla_kv_buffer_triton_fp8_quant`, reached here by setting the
@@ -108,7 +108,8 @@ def test_interpreter_cast_is_why_the_cpu_quantizes_in_torch(exact_fp8_casts, mon
 
 
 def test_cpu_quantizer_hook_is_registered_and_dispatches(monkeypatch):
-    from sglang_mx.attention import dsa_cpu, latent_cache
+    from sglang_mx.attention.dsa import cpu as dsa_cpu
+    from sglang_mx.attention.dsa import latent_cache
 
     seen = []
     monkeypatch.setattr(dsa_cpu, "hook", lambda target, fn, kind: seen.append((target, fn, kind)))
@@ -129,7 +130,7 @@ def test_cpu_quantizer_hook_is_registered_and_dispatches(monkeypatch):
 
 def test_layout_of_the_pools_sglang_builds():
     from sgl_kernel_rocm.attention.latent_layout import LatentLayout
-    from sglang_mx.attention import latent_cache
+    from sglang_mx.attention.dsa import latent_cache
 
     packed = fp8_pool(128, 656)
     assert packed.dsa_kv_cache_store_fp8
@@ -163,7 +164,8 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
     from sgl_kernel_rocm.attention import mla_decode_ref
     from sgl_kernel_rocm.attention.latent_layout import LatentLayout
     from sglang.srt.mem_cache import memory_pool
-    from sglang_mx.attention import dsa_triton, index_k_pages, latent_cache
+    from sglang_mx.attention.dsa import latent_cache, triton_path
+    from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
 
     dim, hip, dtype = WRITES[case]
     pool = fp8_pool(1024, dim)
@@ -191,12 +193,12 @@ def test_fp8_write_and_both_read_paths(case, exact_fp8_casts, monkeypatch):
     assert hip_writes == ([memory_pool.fp8_dtype] if hip else [])  # SGLang's HIP kernel wrote
 
     buf = pool.get_index_k_with_scale_buffer(0)
-    index_k_pages.store(buf, slots, torch.randn(len(slots), 128), PAGE)
+    IndexKLayout(PAGE, 128).store(buf, slots, torch.randn(len(slots), 128))
     batch = decode_batch(seq_lens, req_to_token)
     q_index, weights = torch.randn(3, 4, 128), torch.rand(3, 4)
     q = torch.randn(3, 4 * 576)
-    table = dsa_triton.block_table(req_to_token, PAGE)
-    cache = dsa_triton.paged_latent(kv, PAGE)
+    table = triton_path.block_table(req_to_token, PAGE)
+    cache = triton_path.paged_latent(kv, PAGE)
     seq = torch.tensor(seq_lens, dtype=torch.int32)
     for triton in (False, True):
         backend = mx_dsa_backend(pool, req_to_token, triton, monkeypatch)

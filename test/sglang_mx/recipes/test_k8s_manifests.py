@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from sglang_mx.recipes import k8s, pd
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 NAME = "mi355x-1p1d"
 DIR = ROOT / "deploy" / "k8s" / NAME
 VERSIONS = sorted(set(kv.utils.all_versions()), key=lambda v: tuple(map(int, v.split("."))))

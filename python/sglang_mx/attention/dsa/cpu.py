@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sglang_mx.attention.registry import MX_DSA
+from sglang_mx.attention.dsa.name import MX_DSA
 from sglang_mx.sglang_version import hook
 
 
@@ -133,6 +133,6 @@ def register() -> None:
         "AROUND",
     )
     hook("sglang.srt.layers.rotary_embedding.factory.get_rope_cpu", _rope_cpu_any_type, "AROUND")
-    from sglang_mx.attention import latent_cache
+    from sglang_mx.attention.dsa import latent_cache
 
     hook(latent_cache.QUANTIZER, latent_cache.cpu_quantize_k_cache, "AROUND")

@@ -50,7 +50,7 @@ def scattered_requests(pool, seq_lens: list[int]) -> torch.Tensor:
 def mx_dsa_backend(pool, req_to_token: torch.Tensor, triton: bool, monkeypatch):
     """mx_dsa's backend over `pool` for a bare model runner, on the Triton path (the GPU's
     kernels) or the torch one (what the CPU serves)."""
-    from sglang_mx.attention import mx_dsa
+    from sglang_mx.attention.dsa import backend as mx_dsa
 
     monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
     runner = SimpleNamespace(

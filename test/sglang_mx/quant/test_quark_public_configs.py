@@ -1,6 +1,6 @@
-"""Public AMD Quark MXFP4 configs, reconstructed at tiny shapes (test/sglang_mx/quark_public/*.json,
-sources in each file and in docs/quark-and-dispatch.md), written as Quark's file2file export
-would write a tiny GLM-5 with one NextN (MTP) layer, then read by our CPU loader:
+"""Public AMD Quark MXFP4 configs, reconstructed at tiny shapes (quark_public/*.json beside
+this file, sources in each file and in docs/quark-and-dispatch.md), written as Quark's file2file
+export would write a tiny GLM-5 with one NextN (MTP) layer, then read by our CPU loader:
 
 - GLM-5.2-MXFP4 (exact-name excludes, MTP layer bf16 and excluded): loads;
 - GLM-5-MXFP4 (shared experts bf16, MTP eh_proj and experts MXFP4): loads, draft included;

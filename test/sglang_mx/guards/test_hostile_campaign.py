@@ -1,6 +1,6 @@
 """Generated hostile requests against real SGLang servers with the plugin: a bounded run (fixed
 seed, a time budget) over /generate and the OpenAI routes, and a replay of every crasher `make
-fuzz` has saved (test/sglang_mx/fuzz_regressions/*.json), each against both session servers:
+fuzz` has saved (test/sglang_mx/guards/fuzz_regressions/*.json), each against both session servers:
 
 - the GLM-4.5 tiny MXFP4 model (GQA attention, torch_native);
 - the default model, what `sglang-mx serve` serves (tiny GLM-5 MXFP4: mx_dsa attention, MLA +

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
-from sglang_mx.attention import index_k_pages
+from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,12 @@ def index_topk(
     q: torch.Tensor,
     weights: torch.Tensor,
     index_buf: torch.Tensor,
-    page_size: int,
+    index_k: IndexKLayout,
     requests: list[Request],
     top_k: int,
 ) -> torch.Tensor:
-    """Top-k positions [T, top_k] int32 (-1 padded) from the FP8 index-key pool.
+    """Top-k positions [T, top_k] int32 (-1 padded) from the FP8 index-key pool (`index_k`: its
+    page layout).
 
     score[t, j] = sum_h weights[t, h] * relu(q[t, h] . k_j) over keys j <= position(t); `weights`
     already holds the head gate, 1/sqrt(heads) and the softmax scale.
@@ -53,7 +54,7 @@ def index_topk(
     out = torch.full((q.shape[0], top_k), -1, dtype=torch.int32, device=q.device)
     for req in requests:
         rows = slice(req.start, req.start + req.extend)
-        keys = index_k_pages.load(index_buf, req.slots, page_size, q.shape[-1])
+        keys = index_k.load(index_buf, req.slots)
         s = torch.relu(torch.einsum("ehd,ld->ehl", q[rows].float(), keys))
         score = (s * weights[rows].float().unsqueeze(-1)).sum(1)
         score = score.masked_fill(~causal_mask(req, q.device), float("-inf"))

@@ -1,5 +1,5 @@
-"""mx_dsa's torch path (attention/dsa_math.py, what the CPU platform serves and the GPU path's
-reference) at GLM-5.2's long-context shape: a 20k-token request, top-k 2,048, SGLang's paged
+"""mx_dsa's torch path (attention/dsa/sparse_math.py, what the CPU platform serves and the GPU
+path's reference) at GLM-5.2's long-context shape: a 20k-token request, top-k 2,048, SGLang's paged
 FP8 index-key pool and a latent pool in plain bf16 and packed FP8 rows; a decode query and a
 prefill chunk of queries at the end of the context (each its own causal limit), checked against
 sgl_kernel_rocm's float64 references, written apart from it (per request, by page table)."""
@@ -10,10 +10,12 @@ import pytest
 import torch
 from sgl_kernel_rocm.attention import dsa_indexer_scores_ref, dsa_sparse_decode_ref
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
-from sglang_mx.attention import dsa_math, index_k_pages
+from sglang_mx.attention.dsa import sparse_math
+from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
 
 SEQ, CHUNK, TOP_K, PAGE = 20_517, 4, 2048, 64  # the last CHUNK positions are queries
 INDEX_HEADS, INDEX_DIM, HEADS, D_QK = 32, 128, 8, 576
+INDEX_K = IndexKLayout(PAGE, INDEX_DIM)
 
 
 def _gen() -> torch.Generator:
@@ -29,11 +31,11 @@ def pools():
     table = torch.randperm(2 * pages, generator=g)[:pages]
     slots = (table[:, None] * PAGE + torch.arange(PAGE)).flatten()[:SEQ]
     index_buf = torch.zeros(2 * pages, PAGE * (INDEX_DIM + 4), dtype=torch.uint8)
-    index_k_pages.store(index_buf, slots, torch.randn(SEQ, INDEX_DIM, generator=g), PAGE)
-    req = dsa_math.Request(start=0, extend=CHUNK, seq_len=SEQ, slots=slots)
+    INDEX_K.store(index_buf, slots, torch.randn(SEQ, INDEX_DIM, generator=g))
+    req = sparse_math.Request(start=0, extend=CHUNK, seq_len=SEQ, slots=slots)
     q = torch.randn(CHUNK, INDEX_HEADS, INDEX_DIM, generator=g)
     w = torch.randn(CHUNK, INDEX_HEADS, generator=g) * INDEX_DIM**-0.5
-    idx = dsa_math.index_topk(q, w, index_buf, PAGE, [req], TOP_K)
+    idx = sparse_math.index_topk(q, w, index_buf, INDEX_K, [req], TOP_K)
     return g, table.to(torch.int32), slots, index_buf, req, q, w, idx
 
 
@@ -44,7 +46,7 @@ def _per_query(n_queries: int) -> torch.Tensor:
 
 def test_torch_indexer_selects_the_top_2048_of_each_querys_keys(pools):
     _, table, _, index_buf, _, q, w, idx = pools
-    keys, scales = index_k_pages.page_views(index_buf, PAGE, INDEX_DIM)
+    keys, scales = INDEX_K.page_views(index_buf)
     lens = _per_query(CHUNK)
     bt = table.expand(CHUNK, -1).contiguous()
     ref = dsa_indexer_scores_ref(q, w, keys, scales, bt, lens)  # float64 of the same values
@@ -69,7 +71,7 @@ def test_torch_sparse_attention_over_the_selection(pools, packed):
     kv_buf = layout.pack(latent, None if packed else torch.bfloat16).unsqueeze(1)
     q = torch.randn(CHUNK, HEADS, D_QK, generator=g).to(torch.bfloat16)
     scale = D_QK**-0.5
-    out = dsa_math.mla_attend(q.float(), kv_buf, [req], scale, 512, idx, layout)
+    out = sparse_math.mla_attend(q.float(), kv_buf, [req], scale, 512, idx, layout)
     pool = kv_buf.squeeze(1)
     pool = pool.view(-1, PAGE, pool.shape[-1])  # slot = page * PAGE + offset
     bt = table.expand(CHUNK, -1).contiguous()

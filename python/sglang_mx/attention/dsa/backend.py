@@ -4,8 +4,8 @@ SGLang 0.5.23 serves DSA models only through GPU kernels (its `dsa` backend). Th
 covers them wherever the plugin runs: prefill, extend over a radix-cache prefix, chunked prefill,
 mixed prefill+decode batches and decode, over SGLang's own pools -- the paged latent cache of
 `DSATokenToKVPool` (page 64) and its FP8 index-key pages (index_k_pages). The math is torch
-(dsa_math) on CPU; on a GPU, decode runs sgl_kernel_rocm's Triton MLA/DSA/indexer kernels
-(dsa_triton) with no host sync (the block table is sized from SGLang's host seq_lens_cpu), and
+(sparse_math) on CPU; on a GPU, decode runs sgl_kernel_rocm's Triton MLA/DSA/indexer kernels
+(triton_path) with no host sync (the block table is sized from SGLang's host seq_lens_cpu), and
 extend stays on torch (no kernel of ours is an extend kernel).
 CUDA graphs (SGLang 0.5.23's hooks, decode only, as mx_triton): init_cuda_graph_state allocates
 a block table [max_bs, pages of a whole req_to_token row] and seq_lens [max_bs] once;
@@ -25,7 +25,8 @@ token_to_kv_pool / device / page_size, ForwardBatch fields (req_pool_indices, se
 extend_seq_lens_cpu, out_cache_loc, forward_mode, batch_size), MLATokenToKVPool.set_kv_buffer /
 get_key_buffer, DSATokenToKVPool.get_index_k_with_scale_buffer / index_page_size, RadixAttention
 fields (layer_id, tp_q_head_num, v_head_dim, scaling). The version is checked when the backend is
-registered (`registry.py`); this module is imported only when a runner creates the backend.
+registered (`attention/registry.py`); this module is imported only when a runner creates the
+backend.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ from typing import Any
 import torch
 from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
 
-from sglang_mx.attention import dsa_indexer, dsa_math
+from sglang_mx.attention.dsa import indexer, latent_cache, sparse_math
+from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
+from sglang_mx.attention.dsa.name import MX_DSA
+from sglang_mx.attention.dsa.pool_layouts import PoolLayouts
 from sglang_mx.attention.host_lengths import host_max
 
-BACKEND_NAME = "mx_dsa"
+BACKEND_NAME = MX_DSA
 # Force the Triton decode kernels (on a CPU: through TRITON_INTERPRET=1), for tests.
 FORCE_TRITON_ENV = "SGLANG_MX_DSA_TRITON"
 
@@ -48,7 +52,7 @@ def _use_triton(device: Any) -> bool:
     return str(device).startswith("cuda") or os.environ.get(FORCE_TRITON_ENV) == "1"
 
 
-def requests_of(forward_batch: Any, req_to_token: torch.Tensor) -> list[dsa_math.Request]:
+def requests_of(forward_batch: Any, req_to_token: torch.Tensor) -> list[sparse_math.Request]:
     """The batch as requests (new tokens at the end of each request's cached tokens): decode,
     extend (prefill, radix prefix, chunked, mixed) and EAGLE's target-verify / draft-extend."""
     seq_lens = forward_batch.seq_lens_cpu
@@ -69,7 +73,7 @@ def requests_of(forward_batch: Any, req_to_token: torch.Tensor) -> list[dsa_math
     rows = forward_batch.req_pool_indices.tolist()
     out, start = [], 0
     for row, n, e in zip(rows, seq_lens, extends, strict=True):
-        out.append(dsa_math.Request(start, e, n, req_to_token[row, :n].long()))
+        out.append(sparse_math.Request(start, e, n, req_to_token[row, :n].long()))
         start += e
     return out
 
@@ -92,13 +96,26 @@ class MxDsaAttnBackend(AttentionBackend):
 
             self.kernels_declined = dsa_declined(model_runner)
         self.use_triton = _use_triton(self.device) and self.kernels_declined is None
-        self.requests: list[dsa_math.Request] = []
+        self.requests: list[sparse_math.Request] = []
         # Decode on the kernels: page table and lengths (None: the torch path, over requests).
         self.table: torch.Tensor | None = None
         self.seq_lens: torch.Tensor | None = None
         # CUDA-graph state (init_cuda_graph_state): fixed-address buffers for max_bs rows.
         self.cuda_graph_table: torch.Tensor | None = None
         self.cuda_graph_seq_lens: torch.Tensor | None = None
+        # The pool's latent and index-key layouts, resolved once (not per layer per step).
+        self._layouts: PoolLayouts | None = None
+
+    def layouts(self) -> PoolLayouts:
+        """The layouts of the pool this backend serves, resolved the first time it is seen."""
+        pool = self.token_to_kv_pool
+        if self._layouts is None or self._layouts.pool is not pool:
+            self._layouts = PoolLayouts(pool, self.page_size)
+        return self._layouts
+
+    def index_k_layout(self) -> IndexKLayout:
+        """The index-key pages' layout (what the indexer stores its keys in)."""
+        return self.layouts().index_k
 
     def init_forward_metadata(self, forward_batch: Any) -> None:
         """Eager path. Kernel decode reads no device value on the host (no per-request list)."""
@@ -108,12 +125,12 @@ class MxDsaAttnBackend(AttentionBackend):
         if mode.is_idle():
             return
         if self.use_triton and mode.is_decode():
-            from sglang_mx.attention import dsa_triton
+            from sglang_mx.attention.dsa import triton_path
 
             self.seq_lens = forward_batch.seq_lens.to(torch.int32)
             rows = self.req_to_token[forward_batch.req_pool_indices]
             bound = host_max(getattr(forward_batch, "seq_lens_cpu", None))
-            self.table = dsa_triton.block_table(rows, self.page_size, bound)
+            self.table = triton_path.block_table(rows, self.page_size, bound)
             return
         self.requests = requests_of(forward_batch, self.req_to_token)
 
@@ -125,10 +142,10 @@ class MxDsaAttnBackend(AttentionBackend):
                 f"--attention-backend {BACKEND_NAME}: {self.kernels_declined}; its torch decode "
                 "path cannot be captured: launch with --disable-cuda-graph"
             )
-        from sglang_mx.attention import dsa_triton
+        from sglang_mx.attention.dsa import triton_path
 
         device = self.req_to_token.device
-        pages = dsa_triton.max_pages(self.req_to_token, self.page_size)
+        pages = triton_path.max_pages(self.req_to_token, self.page_size)
         self.cuda_graph_table = torch.zeros(max_bs, pages, dtype=torch.int32, device=device)
         self.cuda_graph_seq_lens = torch.ones(max_bs, dtype=torch.int32, device=device)
 
@@ -165,9 +182,9 @@ class MxDsaAttnBackend(AttentionBackend):
         """Recorded in the graph: refill the fixed buffers from the runner's static inputs."""
         if not forward_batch.forward_mode.is_decode_or_idle() or self.table is None:
             return
-        from sglang_mx.attention import dsa_triton
+        from sglang_mx.attention.dsa import triton_path
 
-        dsa_triton.fill_block_table(
+        triton_path.fill_block_table(
             self.table, self.req_to_token, forward_batch.req_pool_indices, self.page_size
         )
         self.seq_lens.copy_(forward_batch.seq_lens)
@@ -175,33 +192,31 @@ class MxDsaAttnBackend(AttentionBackend):
     # -- indexer (called by indexer_forward_native) --------------------------------------
 
     def index_topk(self, query, weights, index_buf, forward_batch, top_k: int):
-        page = int(getattr(self.token_to_kv_pool, "index_page_size", self.page_size))
+        index_k = self.index_k_layout()
         if self.table is not None:
-            from sglang_mx.attention import dsa_triton
+            from sglang_mx.attention.dsa import triton_path
 
-            return dsa_triton.index_topk_decode(
-                query, weights, index_buf, page, self.table, self.seq_lens, top_k
+            return triton_path.index_topk_decode(
+                query, weights, index_buf, index_k, self.table, self.seq_lens, top_k
             )
-        return dsa_math.index_topk(query, weights, index_buf, page, self.requests, top_k)
+        return sparse_math.index_topk(query, weights, index_buf, index_k, self.requests, top_k)
 
     # -- attention ----------------------------------------------------------------------
 
     def _attend(self, q, k, v, layer, forward_batch, save_kv_cache, topk_indices):
         # The pool's latent rows in the layout SGLang chose (plain, or packed FP8 under
         # --kv-cache-dtype fp8_e4m3 off HIP), written through SGLang's own path.
-        from sglang_mx.attention import latent_cache
-
         pool = self.token_to_kv_pool
-        layout = latent_cache.layout_of(pool)
+        layout = self.layouts().latent
         if save_kv_cache and k is not None:
             latent_cache.write(pool, layer, forward_batch.out_cache_loc, k, v)
         heads = layer.tp_q_head_num
         q3 = q.reshape(q.shape[0], heads, -1)
         kv_buf = pool.get_key_buffer(layer.layer_id)
         if self.table is not None:
-            from sglang_mx.attention import dsa_triton
+            from sglang_mx.attention.dsa import triton_path
 
-            o = dsa_triton.mla_decode_paged(
+            o = triton_path.mla_decode_paged(
                 q3,
                 kv_buf,
                 self.page_size,
@@ -212,7 +227,7 @@ class MxDsaAttnBackend(AttentionBackend):
                 layout,
             )
         else:
-            o = dsa_math.mla_attend(
+            o = sparse_math.mla_attend(
                 q3, kv_buf, self.requests, layer.scaling, self.kv_lora_rank, topk_indices, layout
             )
         return o.reshape(q.shape[0], heads * self.kv_lora_rank)
@@ -249,7 +264,7 @@ def create(runner: Any) -> MxDsaAttnBackend:
     )
 
     AttentionBackendRegistry.register(BACKEND_NAME, _handle_mla)
-    dsa_indexer.register()
+    indexer.register()
     if not str(runner.device).startswith("cpu"):
-        dsa_indexer.route_gpu_indexer()
+        indexer.route_gpu_indexer()
     return MxDsaAttnBackend(runner)

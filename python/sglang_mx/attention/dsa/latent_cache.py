@@ -20,7 +20,7 @@ On a CPU box SGLang's quantizer is a Triton kernel run by the interpreter, whose
 cast (Triton 3.8) rounds without carrying into the exponent: a value whose mantissa rounds up
 past the binade's top lands a binade low (124.3 -> 64 instead of 128; ~1% of a latent's values
 halved). `cpu_quantize_k_cache` (an AROUND hook on `quantize_k_cache_separate`, registered by
-dsa_cpu) runs the same rule in torch there, whose cast rounds to nearest even as the GPU does.
+dsa/cpu.py) runs the same rule in torch there, whose cast rounds to nearest even as the GPU does.
 
 SGLang-private access (0.5.23): MLATokenToKVPool.kv_lora_rank / qk_rope_head_dim / dtype /
 kv_cache_dim / dsa_kv_cache_store_fp8 / set_mla_kv_buffer / set_kv_buffer,
@@ -38,7 +38,7 @@ import torch
 if TYPE_CHECKING:
     from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
-# sgl_kernel_rocm (Triton kernels) is imported when a pool is read or written, not when dsa_cpu
+# sgl_kernel_rocm (Triton kernels) is imported when a pool is read or written, not when dsa/cpu.py
 # registers the hook below at plugin time.
 logger = logging.getLogger(__name__)
 _LOGGED: set[tuple[int, str]] = set()  # (id of a pool, its layout): said once per process

@@ -3,8 +3,8 @@
 Page tables come from SGLang's token-level req_to_token rows: with page size P (64 for DSA) a
 request's logical page i lives at slot req_to_token[r, i * P] // P, and the pools are viewed as
 pages: latent [slots, 1, row] -> [pages, P, row] (row: the pool's LatentLayout, plain 576 values
-or packed FP8 bytes); index keys through index_k_pages. Extend
-batches stay on the torch path (dsa_math): these kernels are decode kernels.
+or packed FP8 bytes); index keys through index_k_pages.IndexKLayout. Extend
+batches stay on the torch path (sparse_math): these kernels are decode kernels.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from sgl_kernel_rocm.attention import dsa_indexer_scores, dsa_sparse_decode, mla_decode, select_topk
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 
-from sglang_mx.attention import index_k_pages
+from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
 
 
 def block_table(
@@ -56,13 +56,13 @@ def index_topk_decode(
     q: torch.Tensor,
     weights: torch.Tensor,
     index_buf: torch.Tensor,
-    page: int,
+    index_k: IndexKLayout,
     table: torch.Tensor,
     seq_lens: torch.Tensor,
     top_k: int,
 ) -> torch.Tensor:
     """dsa_indexer_scores + select_topk: q [B, Hi, 128], weights [B, Hi] -> int32 [B, top_k]."""
-    keys, scales = index_k_pages.page_views(index_buf, page, q.shape[-1])
+    keys, scales = index_k.page_views(index_buf)
     scores = dsa_indexer_scores(
         q.float().contiguous(), weights.float().contiguous(), keys, scales, table, seq_lens
     )

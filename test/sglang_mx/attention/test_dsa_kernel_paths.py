@@ -29,7 +29,7 @@ def pool():
 
 def test_index_key_pages_match_sglang_writer(pool):
     from sglang.kernels.ops.quantization.act_quant_triton import act_quant
-    from sglang_mx.attention import index_k_pages
+    from sglang_mx.attention.dsa import index_k_pages
 
     torch.manual_seed(0)
     key = torch.randn(70, 128) * torch.logspace(-2, 1, 70).unsqueeze(1)
@@ -41,14 +41,15 @@ def test_index_key_pages_match_sglang_writer(pool):
     assert torch.equal(k_scale, sglang_scale.view(-1))
     pool.set_index_k_scale_buffer(0, loc, k_fp8.contiguous(), k_scale.view(-1, 1).contiguous())
     ours = torch.zeros_like(buf)
-    index_k_pages.store(ours, loc, key, pool.index_page_size)
+    index_k = index_k_pages.IndexKLayout(pool.index_page_size, 128)
+    index_k.store(ours, loc, key)
     assert torch.equal(ours, buf)
-    back = index_k_pages.load(buf, loc, PAGE, 128)
+    back = index_k_pages.IndexKLayout(PAGE, 128).load(buf, loc)
     assert torch.equal(back, k_fp8.float() * k_scale.view(-1, 1))
 
 
 def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
-    from sglang_mx.attention import index_k_pages
+    from sglang_mx.attention.dsa import index_k_pages
 
     torch.manual_seed(1)
     seq_lens = [100, 200, 300]  # one dense (< top-k), two sparse
@@ -58,7 +59,7 @@ def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     kv.copy_(torch.randn_like(kv))
     buf = pool.get_index_k_with_scale_buffer(0)
     all_slots = req_to_token[req_to_token > 0].long()
-    index_k_pages.store(buf, all_slots, torch.randn(len(all_slots), 128), PAGE)
+    index_k_pages.IndexKLayout(PAGE, 128).store(buf, all_slots, torch.randn(len(all_slots), 128))
 
     batch = decode_batch(seq_lens, req_to_token)
     q_index = torch.randn(3, 4, 128)
@@ -86,12 +87,39 @@ def test_triton_decode_path_matches_torch_path(pool, monkeypatch):
     torch.testing.assert_close(t_sparse[0], t_dense[0], atol=1e-5, rtol=1e-5)
 
 
+def test_the_backend_resolves_the_pool_layouts_once(pool, monkeypatch):
+    """latent_cache.layout_of (with its width checks) runs once per pool the backend serves, not
+    per layer per step; a pool swapped in is resolved afresh."""
+    from sglang_mx.attention.dsa import latent_cache
+    from sglang_mx.attention.dsa.index_k_pages import IndexKLayout
+
+    seen = []
+    layout_of = latent_cache.layout_of
+    monkeypatch.setattr(latent_cache, "layout_of", lambda p: seen.append(p) or layout_of(p))
+    seq_lens = [70, 130]
+    req_to_token = scattered_requests(pool, seq_lens)
+    batch = decode_batch(seq_lens, req_to_token)
+    backend = mx_dsa_backend(pool, req_to_token, False, monkeypatch)
+    q = torch.randn(len(seq_lens), 4 * 576)
+    for _step in range(2):
+        backend.init_forward_metadata(batch)
+        for layer_id in range(LAYERS):
+            layer = SimpleNamespace(layer_id=layer_id, tp_q_head_num=4, scaling=128**-0.5)
+            backend.forward_decode(q, None, None, layer, batch, save_kv_cache=False)
+    assert len(seen) == 1 and seen[0] is pool
+    assert backend.index_k_layout() == IndexKLayout(PAGE, 128)
+    other = dsa_pool(size=256, layers=1)
+    backend.token_to_kv_pool = other
+    assert backend.layouts().latent == layout_of(other)
+    assert len(seen) == 2 and seen[1] is other
+
+
 def test_gpu_indexer_dispatch_goes_to_mx_dsa(monkeypatch):
     """On an in-tree GPU platform SGLang calls Indexer.forward_cuda; with mx_dsa active our
     forward must run instead (else SGLang's returns no top-k and attention goes dense)."""
     from sglang.srt.layers.attention.dsa.dsa_indexer import Indexer
     from sglang.srt.model_executor import forward_context
-    from sglang_mx.attention import dsa_indexer
+    from sglang_mx.attention.dsa import indexer as dsa_indexer
 
     reached = []
 

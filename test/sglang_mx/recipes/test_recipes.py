@@ -19,7 +19,7 @@ import recipe_facts
 from sglang_mx import recipes
 from sglang_mx.recipes import book, check, pd
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 SCRIPTS = {
     "mi355x-tp8": "mi355x-tp8.sh",
     "mi355x-tp8-dpattn": "mi355x-tp8-dpattn.sh",

@@ -89,7 +89,8 @@ def test_each_step_attends_the_committed_tokens_and_the_drafts_so_far(monkeypatc
     tokens plus drafts 0..i: equal to dense MLA over those slots."""
     from dsa_pool_support import PAGE, dsa_pool
     from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
-    from sglang_mx.attention import dsa_math, mx_dsa
+    from sglang_mx.attention.dsa import backend as mx_dsa
+    from sglang_mx.attention.dsa import sparse_math
 
     monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if kernels else "0")
     g = torch.Generator().manual_seed(7)
@@ -119,8 +120,8 @@ def test_each_step_attends_the_committed_tokens_and_the_drafts_so_far(monkeypatc
         assert torch.equal(kv[fb.out_cache_loc], k), f"step {i}: latent not written"
         lens = [int(n) + i + 1 for n in seq.tolist()]
         reqs = [
-            dsa_math.Request(j, 1, n, r2t[r, :n].long())
+            sparse_math.Request(j, 1, n, r2t[r, :n].long())
             for j, (r, n) in enumerate(zip(rows.tolist(), lens, strict=True))
         ]
-        ref = dsa_math.mla_attend(q.view(2, heads, 576), kv, reqs, 0.1, 512).view(2, -1)
+        ref = sparse_math.mla_attend(q.view(2, heads, 576), kv, reqs, 0.1, 512).view(2, -1)
         torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4, msg=f"step {i}")

@@ -233,7 +233,7 @@ def _greedy_tokens(base_url: str) -> list[list[int]]:
 
 def _foundation_ready() -> bool:
     """The live test needs the server launcher and the built bf16 bundled model."""
-    root = Path(__file__).resolve().parents[2] / "python" / "sglang_mx"
+    root = Path(__file__).resolve().parents[3] / "python" / "sglang_mx"
     if not (root / "testing" / "server.py").exists():
         return False
     try:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from sglang_mx.attention import hadamard, index_k_pages
+from sglang_mx.attention.dsa import hadamard
 from sglang_mx.sglang_version import check_version
 
 # Diagnostic: a directory to which every indexer call saves its query positions and top-k (one
@@ -79,7 +79,7 @@ def indexer_forward_native(
     query, key, weights = project(self, x, q_lora, positions)
     pool = get_token_to_kv_pool()
     buf = pool.get_index_k_with_scale_buffer(layer_id)
-    index_k_pages.store(buf, forward_batch.out_cache_loc, key, pool.index_page_size)
+    backend.index_k_layout().store(buf, forward_batch.out_cache_loc, key)
     if not return_indices:
         return None
     topk = backend.index_topk(query, weights, buf, forward_batch, self.index_topk)

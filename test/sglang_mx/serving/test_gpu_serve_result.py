@@ -21,7 +21,7 @@ from sglang_mx_lab.testing import serve_probe
 from sglang_mx_lab.testing.serve_compare import compare, compare_answer, float32_tol
 from sglang_mx_lab.testing.server import start_server
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "results"
 DRY_RUN = RESULTS / "gpu-serve-cpu.json"
 H200 = RESULTS / "gpu-serve-sm90.json"

@@ -40,7 +40,7 @@ class Scene:
     padding page); random latent and index keys everywhere; per-request decode inputs."""
 
     def __init__(self, pool, seed: int) -> None:
-        from sglang_mx.attention import index_k_pages
+        from sglang_mx.attention.dsa import index_k_pages
 
         g = torch.Generator().manual_seed(seed)
         self.pool = pool
@@ -53,8 +53,9 @@ class Scene:
         kv = pool.get_key_buffer(0)
         kv.copy_(torch.randn(kv.shape, generator=g))
         self.index_buf = pool.get_index_k_with_scale_buffer(0)
+        self.index_k = index_k_pages.IndexKLayout(PAGE, 128)
         slots = self.req_to_token[self.req_to_token > 0].long()
-        index_k_pages.store(self.index_buf, slots, torch.randn(len(slots), 128, generator=g), PAGE)
+        self.index_k.store(self.index_buf, slots, torch.randn(len(slots), 128, generator=g))
         self.new_tokens(seed)
         self.layer = SimpleNamespace(
             layer_id=0, tp_q_head_num=HEADS, v_head_dim=512, scaling=192**-0.5
@@ -74,27 +75,25 @@ class Scene:
     def poison_new_slots(self, rows: list[int], lens: list[int], seed: int) -> None:
         """Random latent and index keys at the slots this step writes (each row's last token),
         so only the step's own writes can put the right values there before it reads them."""
-        from sglang_mx.attention import index_k_pages
-
         g = torch.Generator().manual_seed(seed)
         loc = self.batch(rows, lens).out_cache_loc
         kv = self.pool.get_key_buffer(0)
         kv[loc] = torch.randn(kv[loc].shape, generator=g).to(kv.dtype) * 3
-        index_k_pages.store(self.index_buf, loc, torch.randn(len(loc), 128, generator=g), PAGE)
+        self.index_k.store(self.index_buf, loc, torch.randn(len(loc), 128, generator=g))
 
     def assert_written(self, rows: list[int], lens: list[int]) -> None:
         """The slots hold this step's latent (the backend's set_kv_buffer) and index key."""
-        from sglang_mx.attention import index_k_pages
+        from sglang_mx.attention.dsa import index_k_pages
 
         loc = self.batch(rows, lens).out_cache_loc
         kv = self.pool.get_key_buffer(0)
         assert torch.equal(kv[loc], self.k[rows].to(kv.dtype)), "latent not written"
-        want = index_k_pages.load(self.index_buf, loc, PAGE, 128)
+        want = self.index_k.load(self.index_buf, loc)
         q, scale = index_k_pages.quantize(self.key[rows])
         assert torch.equal(want, q.float() * scale[:, None]), "index key not written"
 
     def backend(self, triton: bool, monkeypatch):
-        from sglang_mx.attention import mx_dsa
+        from sglang_mx.attention.dsa import backend as mx_dsa
 
         monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1" if triton else "0")
         runner = SimpleNamespace(
@@ -127,9 +126,7 @@ class Scene:
     def step(self, backend, fb, q_index, weights, q, k, key):
         """One layer's decode, as the model runs it: the indexer stores the new index key and
         takes its top-k, attention writes the new latent and attends the top-k."""
-        from sglang_mx.attention import index_k_pages
-
-        index_k_pages.store(self.index_buf, fb.out_cache_loc, key, PAGE)
+        self.index_k.store(self.index_buf, fb.out_cache_loc, key)
         topk = backend.index_topk(q_index, weights, self.index_buf, fb, TOPK)
         out = backend.forward_decode(q, k, None, self.layer, fb, topk_indices=topk)
         return topk, out
@@ -305,15 +302,15 @@ def test_graph_decode_replays_match_eager_decode(pool, monkeypatch):
 
 
 def _dense(scene: Scene, rows, lens):
-    from sglang_mx.attention import dsa_math
+    from sglang_mx.attention.dsa import sparse_math
 
     q = scene.q[rows].reshape(len(rows), HEADS, 576)
     reqs = [
-        dsa_math.Request(i, 1, n, scene.req_to_token[r, :n].long())
+        sparse_math.Request(i, 1, n, scene.req_to_token[r, :n].long())
         for i, (r, n) in enumerate(zip(rows, lens, strict=True))
     ]
     kv = scene.pool.get_key_buffer(0)
-    return dsa_math.mla_attend(q, kv, reqs, scene.layer.scaling, 512).reshape(len(rows), -1)
+    return sparse_math.mla_attend(q, kv, reqs, scene.layer.scaling, 512).reshape(len(rows), -1)
 
 
 def test_graph_path_reads_no_device_value_on_the_host(pool, monkeypatch):

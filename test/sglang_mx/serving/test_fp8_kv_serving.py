@@ -17,10 +17,10 @@ bf16 one (FP8_KL below; deterministic for a build: 0.0015 / 0.0007 on 2026-12-02
 rounding and as large again, doubles the error variance, and KL grows with it for small errors:
 so the bound is twice the format's own KL, per view (mean and worst prompt), plus 0.0005 nats
 for the last digits of the measurement. The planted break, the first 128-value group of every
-packed row read at 1.1x its scale (test/sglang_mx/kv_plant: a coherent 10% error on a quarter
-of the latent, 1.6x the format's largest rounding), measured 0.0080 / 0.0065 mean and 0.018 /
-0.014 worst prompt (2026-12-03), 3-9x the bound; it is started beside the others and must fail
-it. Top-1 agreement is asserted in both views (TOP1).
+packed row read at 1.1x its scale (kv_plant/ beside this file: a coherent 10% error on a
+quarter of the latent, 1.6x the format's largest rounding), measured 0.0080 / 0.0065 mean and
+0.018 / 0.014 worst prompt (2026-12-03), 3-9x the bound; it is started beside the others and
+must fail it. Top-1 agreement is asserted in both views (TOP1).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from sglang_mx.assets import bundled_model_path
 from sglang_mx.platform_choice import MX_CPU, MX_CUDA, Facts, choose
 from sglang_mx.seam import platform
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def facts(**kw) -> Facts:

@@ -10,7 +10,7 @@ from pathlib import Path
 from sglang_mx.assets import bundled_model_path
 from sglang_mx_lab.testing.server import default_serve_args
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "fuzz.py"
 
 
 def _plan(*args: str) -> list[str]:

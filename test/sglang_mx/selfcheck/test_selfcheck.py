@@ -229,7 +229,7 @@ def dsa_runner():
 
 @pytest.fixture
 def mx_dsa(monkeypatch):
-    from sglang_mx.attention import mx_dsa
+    from sglang_mx.attention.dsa import backend as mx_dsa
 
     monkeypatch.setenv(mx_dsa.FORCE_TRITON_ENV, "1")  # the GPU decode path, in the interpreter
     return mx_dsa
@@ -250,7 +250,7 @@ def test_mx_dsa_declines_an_indexer_that_fails_to_build(mx_dsa, monkeypatch, cap
     raises(monkeypatch, attention, "dsa_indexer_scores")
     with caplog.at_level(logging.WARNING):
         backend = mx_dsa.MxDsaAttnBackend(dsa_runner())
-    assert not backend.use_triton  # decode stays on the torch path (dsa_math)
+    assert not backend.use_triton  # decode stays on the torch path (dsa/sparse_math)
     assert "dsa_indexer" in backend.kernels_declined
     (line,) = [r.getMessage() for r in caplog.records if "self-check DECLINED" in r.message]
     assert line.startswith("sglang_mx: self-check DECLINED dsa_indexer [Hi4 D128 page 64 top128")

@@ -80,8 +80,8 @@ async def drive(
 
     async def one(j: Job) -> RequestResult:
         due = t0 + (j.arrival_s or 0.0)
-        if j.arrival_s is not None:
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        # A closed loop's first sends too: a spawned worker learns t0 before it comes
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
         if j.after:
             await done[j.after].wait()
             due = max(due, time.perf_counter())  # free to go once its previous turn ended

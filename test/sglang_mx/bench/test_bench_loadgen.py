@@ -199,5 +199,7 @@ def test_verify_sizes_its_load_processes_from_the_calibration(tmp_path, tiny_tok
     assert spread["load_generator"]["chosen_by"] == "--processes"
     for point in spread["sweep"]["points"]:
         assert point["summary"]["selfcheck"]["processes"] == 2
+        # no worker sends before the shared t0 (a closed loop once did: lag p50 -0.149 s)
+        assert point["summary"]["selfcheck"]["schedule_lag_s"]["p50"] >= 0, point["summary"]
         assert not point["summary"]["selfcheck"]["client_bound"], point["summary"]["selfcheck"]
     assert (ok, spread["verdict"]["verdict"]) == (0, "reproduced"), spread["verdict"]["reasons"]

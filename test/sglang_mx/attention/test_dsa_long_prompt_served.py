@@ -1,0 +1,154 @@
+"""mx_dsa served at GLM-5.2's DSA top-k (index_topk 2,048) by real SGLang, on a prompt long enough
+that the indexer really selects: a mechanics test, not a quality claim.
+
+The checkpoint is the bundled tiny GLM-5 (`tiny-glm5-bf16`: weights and tokenizer as shipped)
+with two config fields changed, written at test time: `index_topk` 128 -> 2048 and
+`max_position_embeddings` 512 -> 32768. The model was trained at 512 positions and top-k 128, so
+nothing here says its text is good; what is checked is how the server runs at that top-k:
+chunked prefill across chunk boundaries with every query past position 2,048 choosing 2,048 of
+its keys, the radix cache matching a long shared prefix (its latent rows and FP8 index-key pages
+reused by the next request's indexer and attention), the decode after it, and that a radix hit
+gives the same tokens as recomputing the whole prompt after /flush_cache.
+
+RoPE needs no scaling entry for 32768 positions: `rope_type: default` reaches SGLang 0.5.23 as
+`rope_scaling=None` (models/deepseek_v2.py), its rotary cache is built for
+`max_position_embeddings` positions, and the context length is that number.
+
+Sizes: GLM-5.2's usual long prompt is ~20k tokens, but mx_dsa's CPU path (dsa/sparse_math) scores
+every cached key of every query densely before masking to the top-k. On the 2-core CI box one
+20k-token prompt at this top-k (4,096-token chunks) took 179 s to serve on its own (2026-12-05;
+SGLang served it, 4 tokens, no error), over this module's budget before any radix check. So the
+prompts here are the shortest that still select: 2,048-token chunks, a shared prefix of two
+chunks (4,096 tokens), then 512 new tokens; every query from position 2,048 on has more keys
+than the top-k. The prefix is a whole number of
+chunks, so recomputing the second prompt after a flush runs the same chunks as the first request
+plus the radix extend: float32 on the CPU repeats them bit for bit, and the radix hit must give
+the same tokens and log-probs (1e-5 for float32 noise, were a kernel to pick another order).
+
+Not covered: the load-time kernel self-check (python/sglang_mx/selfcheck): on a CPU it runs only
+with SGLANG_MX_SELF_CHECK=1 and SGLANG_MX_DSA_TRITON=1 (Triton decode in the interpreter), which
+at 4k+ keys per decode step is far over this module's budget; the CPU serves the torch path,
+which the self-check does not gate.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import httpx
+import pytest
+import torch
+from sglang_mx.assets import bundled_model_path
+from sglang_mx.attention.dsa.indexer import TOPK_DUMP_ENV
+from sglang_mx_lab.testing.server import start_server
+
+pytestmark = pytest.mark.server
+
+TOP_K, CONTEXT = 2048, 32768  # GLM-5.2's index_topk; a context well past the prompts
+CHUNK, PAGE = 2048, 64  # --chunked-prefill-size; the page size SGLang forces for DSA
+PREFIX, TAIL = 2 * CHUNK, 512  # the shared prefix (whole chunks), each prompt's own tail
+NEW_TOKENS = 4
+PROMPT_SEED = 20261205  # fixed: the same prompts every run
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """The bundled tiny GLM-5 (bf16) with GLM-5.2's top-k and a 32k context, all else as is."""
+    dst = tmp_path_factory.mktemp("glm5-topk2048") / "ckpt"
+    shutil.copytree(bundled_model_path("glm5-bf16"), dst)
+    config = json.loads((dst / "config.json").read_text())
+    config.update(index_topk=TOP_K, max_position_embeddings=CONTEXT)
+    (dst / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def dump_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("topk")
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint, dump_dir):
+    args = ["--attention-backend", "mx_dsa", "--dtype", "float32", "--enable-cache-report"]
+    args += ["--chunked-prefill-size", str(CHUNK)]
+    handle = start_server(str(checkpoint), args, env={TOPK_DUMP_ENV: str(dump_dir)})
+    try:
+        yield handle
+    finally:
+        handle.stop(wait=False)
+
+
+@pytest.fixture(scope="module")
+def prompts(checkpoint) -> tuple[list[int], list[int]]:
+    """Two prompts sharing their first PREFIX tokens; ids drawn uniformly from the vocabulary
+    but for id 0 (<|endoftext|>, the tokenizer's only special id)."""
+    vocab = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+    g = torch.Generator().manual_seed(PROMPT_SEED)
+    ids = torch.randint(1, vocab, (PREFIX + 2 * TAIL,), generator=g).tolist()
+    first, second = ids[: PREFIX + TAIL], ids[:PREFIX] + ids[PREFIX + TAIL :]
+    assert first[PREFIX] != second[PREFIX]  # the match ends at the prefix
+    return first, second
+
+
+def generate(url: str, ids: list[int]) -> dict:
+    body = {
+        "input_ids": ids,
+        "return_logprob": True,
+        "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True},
+    }
+    r = httpx.post(f"{url}/generate", json=body, timeout=900)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def output_logprobs(out: dict) -> torch.Tensor:
+    return torch.tensor([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])
+
+
+def check_selections(dump_dir) -> int:
+    """Every served top-k row (the indexer's dump: one file per layer call) is TOP_K wide and
+    holds min(position + 1, TOP_K) distinct causal keys; returns the last position seen."""
+    last = 0
+    for f in sorted(dump_dir.glob("*.pt")):
+        rec = torch.load(f)
+        pos, topk = rec["positions"].long(), rec["topk"].long()
+        assert topk.shape == (pos.numel(), TOP_K), (f.name, tuple(topk.shape))
+        valid = topk >= 0
+        assert torch.equal(valid.sum(1), (pos + 1).clamp(max=TOP_K)), f.name
+        assert bool((topk.max(1).values <= pos).all()), f"{f.name}: a key past its query"
+        ordered = topk.sort(1).values
+        assert not bool(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, :-1] >= 0)).any())
+        last = max(last, int(pos.max()))
+        f.unlink()  # ~16 MB a prefill chunk
+    return last
+
+
+def test_long_prompt_at_top_k_2048_radix_hit_equals_recompute(server, prompts, dump_dir):
+    url, (first_ids, second_ids) = server.base_url, prompts
+    log_start = server.log_path.stat().st_size
+
+    first = generate(url, first_ids)
+    assert len(first["output_ids"]) == NEW_TOKENS
+    assert first["meta_info"]["prompt_tokens"] == len(first_ids)
+    assert first["meta_info"]["cached_tokens"] < PAGE, "a fresh random prompt hit the cache"
+
+    hit = generate(url, second_ids)
+    assert len(hit["output_ids"]) == NEW_TOKENS
+    # the radix tree matches whole 64-token pages, and no further than the shared prefix
+    assert PREFIX - PAGE <= hit["meta_info"]["cached_tokens"] <= PREFIX, hit["meta_info"]
+
+    assert httpx.post(f"{url}/flush_cache", timeout=60).status_code == 200
+    recomputed = generate(url, second_ids)
+    assert recomputed["meta_info"]["cached_tokens"] < PAGE, "the flush left the prefix cached"
+    assert hit["output_ids"] == recomputed["output_ids"]
+    torch.testing.assert_close(output_logprobs(hit), output_logprobs(recomputed), atol=1e-5, rtol=0)
+
+    # the indexer chose 2,048 of up to PREFIX + TAIL + NEW_TOKENS - 1 keys per query
+    assert check_selections(dump_dir) == PREFIX + TAIL + NEW_TOKENS - 2
+
+    # each prompt was prefilled in CHUNK-token chunks, the radix hit in one over its prefix
+    log = server.log_path.read_bytes()[log_start:].decode(errors="replace")
+    assert "Traceback" not in log, log[-3000:]
+    chunks = [f"#new-token: {n}, #cached-token: {c}," for n, c in [(CHUNK, 0), (TAIL, PREFIX)]]
+    assert log.count(chunks[0]) == 4 and log.count(chunks[1]) == 1, log[-3000:]

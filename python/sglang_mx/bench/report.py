@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from sglang_mx.bench.compare import fmt_number
+from sglang_mx.bench.verdict import Verdict
 
 COLUMNS = (
     ("req/s", "request_throughput"),
@@ -68,7 +69,7 @@ def markdown(result: dict) -> str:
             lines.append("")
     slo_text = sweep.get("slo_text") or f"TTFT p95 <= {sweep.get('slo', 5.0)} s"
     if result.get("verdict"):
-        lines += verdict_lines(result["verdict"])
+        lines += verdict_lines(Verdict.from_dict(result["verdict"]))
     elif knee:
         lines.append(
             f"Knee ({slo_text}, 100% success): {x_name} {knee['x']}, "
@@ -96,21 +97,21 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdict_lines(v: dict) -> list[str]:
-    lo, hi = v["ci95"]
+def verdict_lines(v: Verdict) -> list[str]:
+    lo, hi = v.ci95
     lines = [
-        f"## Verdict: {v['verdict'].upper()}",
+        f"## Verdict: {v.verdict.upper()}",
         "",
-        f"Claim `{v['claim']}`: {v['claim_text']}.",
-        f"Measured {v['figure']} per {v['per']}: {fmt_number(v['measured'])} over {v['repeats']} "
+        f"Claim `{v.claim}`: {v.claim_text}.",
+        f"Measured {v.figure} per {v.per}: {fmt_number(v.measured)} over {v.repeats} "
         f"repeats, 95% interval [{fmt_number(lo)}, {fmt_number(hi)}], "
-        f"measured / claimed {v['ratio']:.4g}.",
+        f"measured / claimed {v.ratio:.4g}.",
         "",
     ]
-    if v.get("scaled"):
+    if v.scaled:
         lines += ["**THE WORKLOAD WAS SCALED** to run here:", ""]
-        lines += [f"- {c}" for c in v["changes"]] + [""]
-    lines += ["Reasons:", ""] + [f"- {r}" for r in v["reasons"]] + [""]
+        lines += [f"- {c}" for c in v.changes] + [""]
+    lines += ["Reasons:", ""] + [f"- {r}" for r in v.reasons] + [""]
     return lines
 
 

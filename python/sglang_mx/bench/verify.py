@@ -7,6 +7,7 @@ claim, an unreachable server, a workload that does not fit; one line per problem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
 from sglang_mx.bench.task_eval import TASKS
+from sglang_mx.bench.verdict import Verdict, decide
 
 
 def _target_context(args, limits) -> int | None:
@@ -162,12 +164,11 @@ def judge(
     gpus: int,
     agreed: dict | None = None,
     scored: dict | None = None,
-) -> dict:
-    """The verdict record of a verify run (verdict.decide over the repeats' figures); `agreed`:
+) -> Verdict:
+    """The verdict of a verify run (verdict.decide over the repeats' figures); `agreed`:
     the endpoint's agreement with --reference (agreement.measure), when one was given; `scored`:
     the task eval of a claim that states `accuracy` (task_eval.run_humaneval)."""
     from sglang_mx.bench import acceptance, agreement, task_eval
-    from sglang_mx.bench.verdict import decide
 
     blockers = []
     if changes:
@@ -222,32 +223,30 @@ def judge(
         )  # fmt: skip
     divide = gpus if claim.per == "gpu" else 1
     values = [_figure(s, claim.figure) / divide for s in summaries]
-    out = decide(
+    v = decide(
         claim.value, values, claim.higher_is_better, tolerance, blockers, failures, figure_blockers
     )
-    out["reasons"] += spec["notes"] + gate["notes"]
-    out["acceptance"] = spec["record"]
-    out["task_eval"] = None if scored is None else {
-        **{k: v for k, v in scored.items() if k != "per_problem"},
-        "claimed": (stated or {}).get("score"),
-    }  # fmt: skip
-    out["agreement"] = None if agreed is None else {
-        **{k: v for k, v in agreed.items() if k != "per_prompt"},
-        "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
-    }  # fmt: skip
-    out.update(
-        {
-            "claim": claim.id,
-            "figure": claim.figure,
-            "per": claim.per,
-            "claim_text": claim.describe(),
-            "scaled": bool(changes),
-            "changes": changes,
-            "repeats": len(summaries),
-            "gpus_under_test": gpus,
-        }
-    )
-    return out
+    return dataclasses.replace(
+        v,
+        reasons=v.reasons + tuple(spec["notes"] + gate["notes"]),
+        acceptance=spec["record"],
+        task_eval=None if scored is None else {
+            **{k: x for k, x in scored.items() if k != "per_problem"},
+            "claimed": (stated or {}).get("score"),
+        },
+        agreement=None if agreed is None else {
+            **{k: x for k, x in agreed.items() if k != "per_prompt"},
+            "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
+        },
+        claim=claim.id,
+        figure=claim.figure,
+        per=claim.per,
+        claim_text=claim.describe(),
+        scaled=bool(changes),
+        changes=tuple(changes),
+        repeats=len(summaries),
+        gpus_under_test=gpus,
+    )  # fmt: skip
 
 
 SLO_FLAGS = {  # verify's flag -> the metrics.Slo fields it sets
@@ -263,8 +262,6 @@ def verify_slo(claim, args):
     """The SLO a verify run is judged by, and where it came from: the claim's, with each --slo*
     flag given on the command line taking the place of the claim's value (no flag is accepted
     and ignored; issue 43). The source text goes into the verdict."""
-    import dataclasses
-
     slo, given = claim.slo(), []
     for flag, (dest, fields) in SLO_FLAGS.items():
         value = getattr(args, dest, None)
@@ -413,7 +410,7 @@ def cmd_verify(args) -> int:
         points.append({"x": i, "summary": res.summary, "meta": res.meta})
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
     verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus, agreed, scored)
-    verdict["slo_source"] = slo_source
+    verdict = dataclasses.replace(verdict, slo_source=slo_source)
     median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
     result = {
@@ -440,48 +437,19 @@ def cmd_verify(args) -> int:
         "gpus": gpus,
         "cost": _cost(claim, args, median["summary"]),
         "load_generator": load,
-        "verdict": verdict,
+        "verdict": verdict.to_dict(),
         "claim_check": check_claim(claim),
         "warnings": warnings,
     }
     out = Path(args.out)
     paths = write_report(result, out)
-    (out / "verdict.json").write_text(
-        json.dumps(
-            {
-                k: verdict[k]
-                for k in (
-                    "claim",
-                    "claimed",
-                    "measured",
-                    "ci95",
-                    "ratio",
-                    "verdict",
-                    "reasons",
-                    "scaled",
-                    "changes",
-                    "figure",
-                    "per",
-                    "values",
-                    "threshold",
-                    "tolerance",
-                    "repeats",
-                    "slo_source",
-                    "acceptance",
-                    "agreement",
-                    "task_eval",
-                )
-            },
-            indent=1,
-            default=str,
-        )
-    )
+    (out / "verdict.json").write_text(verdict.file_json())
     print(Path(paths["markdown"]).read_text())
     print(
-        f"verdict: {verdict['verdict']} (measured {verdict['measured']:.4g} vs claimed "
-        f"{verdict['claimed']:g}, ratio {verdict['ratio']:.3g}); {out / 'verdict.json'}"
+        f"verdict: {verdict.verdict} (measured {verdict.measured:.4g} vs claimed "
+        f"{verdict.claimed:g}, ratio {verdict.ratio:.3g}); {out / 'verdict.json'}"
     )
-    return 0 if verdict["verdict"] == "reproduced" else 1
+    return 0 if verdict.verdict == "reproduced" else 1
 
 
 AGREEMENT_FLAGS = (  # bench/agreement.py

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from sglang_mx.bench.compare import fmt_number
+from sglang_mx.bench.summary import check_figures
 from sglang_mx.bench.verdict import Verdict
 
 COLUMNS = (
@@ -27,6 +28,7 @@ COLUMNS = (
     ("goodput req/s", "goodput_req_s"),
     ("goodput out tok/s", "goodput_output_tok_s"),
 )
+check_figures((k for _, k in COLUMNS), "report.COLUMNS")
 
 
 def summary_value(summary: dict, dotted: str) -> float:

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.metrics import Slo
+from sglang_mx.bench.summary import is_figure
 from sglang_mx.bench.task_eval import TASKS
 from sglang_mx.bench.verdict import Verdict, decide
 
@@ -150,6 +152,8 @@ def load_processes(args, trace, claim, calibration) -> dict:
 def _figure(summary: dict, figure: str) -> float:
     from sglang_mx.bench.report import summary_value
 
+    if not is_figure(figure):
+        raise BenchError(f"{figure!r} is not a figure of a run summary (summary.FIGURES)")
     value = float(summary_value(summary, figure))
     if math.isnan(value):
         raise BenchError(f"the run's summary has no {figure!r}, the figure the claim names")
@@ -256,6 +260,9 @@ SLO_FLAGS = {  # verify's flag -> the metrics.Slo fields it sets
     "--slo-e2e": ("slo_e2e", ("e2e_s",)),
     "--slo-percentile": ("slo_percentile", ("percentile",)),
 }
+_SLO_FIELDS = {f.name for f in dataclasses.fields(Slo)}
+if not all(set(fs) <= _SLO_FIELDS for _, fs in SLO_FLAGS.values()):
+    raise ImportError(f"SLO_FLAGS {SLO_FLAGS} name a field Slo lacks ({_SLO_FIELDS})")
 
 
 def verify_slo(claim, args):

@@ -1,6 +1,8 @@
 """Typed records (issue 43): a verdict built by the real code path (verify.judge over a shipped
 claim) survives its JSON round trip field for field, verdict.json is the subset of it that file
-has always held, and a record with a field it does not know is refused by name."""
+has always held, and a record with a field it does not know is refused by name; a run summary
+from metrics.summarize (and each committed one in docs/results) survives its round trip, and a
+figure name no summary has is refused where a claim names it, before any run."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from sglang_mx.bench import verify
-from sglang_mx.bench.claims import load_claim
+from sglang_mx.bench.claims import ClaimError, load_claim
+from sglang_mx.bench.metrics import RequestResult, Slo, summarize
+from sglang_mx.bench.summary import FIGURES, Distribution, RunSummary, is_figure
 from sglang_mx.bench.verdict import FILE_KEYS, Verdict
 
-CLAIMS = Path(__file__).resolve().parents[3] / "benchmark" / "claims"
+ROOT = Path(__file__).resolve().parents[3]
+CLAIMS = ROOT / "benchmark" / "claims"
 
 
 def _summary(total_tok_s: float) -> dict:
@@ -64,3 +70,49 @@ def test_a_record_with_an_unknown_field_is_refused_by_name():
     record = {**_judged().to_dict(), "ci_95": [0.0, 1.0]}
     with pytest.raises(TypeError, match="ci_95"):
         Verdict.from_dict(record)
+
+
+def _run_summary() -> dict:
+    """metrics.summarize over three completed requests and one failed (no NaN figure)."""
+    rs = [
+        RequestResult(f"r{i}", start=i, ttft=0.5 + i, e2e=1.5 + i, itl=[0.1] * 10,
+                      prompt_tokens=100, completion_tokens=11, cached_tokens=50,
+                      expected_cached=60)
+        for i in range(3)
+    ] + [RequestResult("r3", start=3.0, error="HTTP 500")]  # fmt: skip
+    return summarize(rs, Slo(ttft_p95_s=5.0, ttft_s=5.0, tpot_s=0.5))
+
+
+def test_a_run_summary_survives_its_round_trip():
+    s = _run_summary()
+    record = RunSummary.from_dict(s)
+    assert isinstance(record.ttft_s, Distribution) and record.ttft_s.p50 == s["ttft_s"]["p50"]
+    assert record.to_dict() == s and list(record.to_dict()) == list(s)
+    assert RunSummary.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    # what the runner adds after summarize rides along, after the figures, in its order
+    s |= {"audit": {"ok": True, "checks": []}, "selfcheck": {"client_bound": False}}
+    assert list(RunSummary.from_dict(s).to_dict()) == list(s)
+    assert RunSummary.from_dict(s).extra == {k: s[k] for k in ("audit", "selfcheck")}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs" / "results").glob("*/result.json")))
+def test_committed_run_summaries_read_into_the_record(path):
+    """Older results lack the fields added since (reachable_cached_tokens, slo_gates): they
+    read with those at their defaults, every figure they hold unchanged."""
+    for p in json.loads(path.read_text())["sweep"]["points"]:
+        out = RunSummary.from_dict(p["summary"]).to_dict()
+        assert json.dumps({k: out[k] for k in p["summary"]}) == json.dumps(p["summary"])
+
+
+def test_figure_names_are_checked_where_a_claim_names_one(tmp_path):
+    assert is_figure("tpot_s.p50") and is_figure("output_tok_s") and is_figure("ttft_s.max")
+    assert not is_figure("tpot_s.p75") and not is_figure("ttft_p50") and not is_figure("slo")
+    claim = yaml.safe_load((CLAIMS / "glm52-mxfp4-mi355x-8x-2626.yaml").read_text())
+    claim["claimed"]["figure"] = "tpot_s.p75"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(claim))
+    with pytest.raises(ClaimError, match="claimed.figure"):
+        load_claim(path)
+    with pytest.raises(verify.BenchError, match="'tpot_s.p75' is not a figure"):
+        verify._figure({"tpot_s": {"p75": 0.1}}, "tpot_s.p75")
+    assert "output_tok_s" in FIGURES and "ttft_s.p95" in FIGURES

@@ -73,31 +73,46 @@ def build_trace(claim, args, limits):
     return generate(spec), changes
 
 
-def _claims_own_hardware(claim, args) -> bool:
+@dataclasses.dataclass(frozen=True)
+class JudgeSettings:
+    """What verify's flags say about judging a claim, read off the command line once
+    (from_args), so judge() takes no argparse Namespace."""
+
+    hardware: str | None = None  # --hardware: the hardware under test, None when not stated
+    gpus: int | None = None  # --gpus: GPUs under test, None for the hardware's (or claim's)
+    tolerance: float | None = None  # --tolerance, None for the claim's
+    agreement_top1: float | None = None  # --agreement-top1, None for the claim's or default
+
+    @classmethod
+    def from_args(cls, args) -> JudgeSettings:
+        return cls(args.hardware, args.gpus, args.tolerance, getattr(args, "agreement_top1", None))
+
+
+def _claims_own_hardware(claim, hardware: str | None) -> bool:
     """--hardware names the claim's own hardware (which need not be in data/hardware.json:
     a claim about this CPU box names `CPU`)."""
-    return bool(args.hardware) and args.hardware.lower() == claim.hardware[0].lower()
+    return bool(hardware) and hardware.lower() == claim.hardware[0].lower()
 
 
-def _hardware_blockers(claim, args) -> list[str]:
+def _hardware_blockers(claim, under: JudgeSettings) -> list[str]:
     name, gpus = claim.hardware
-    if not args.hardware:
+    if not under.hardware:
         return [
             f"hardware under test not stated: the claim is for {gpus}x {name}; run it there "
             f"and say so (--hardware {name} --gpus {gpus}) to have it judged"
         ]
-    if _claims_own_hardware(claim, args):
-        mine = args.gpus or gpus
+    if _claims_own_hardware(claim, under.hardware):
+        mine = under.gpus or gpus
         if mine == gpus:
             return []
         return [f"{mine}x {name} under test is not the claim's {gpus}x {name}: run on {gpus}"]
     from sglang_mx.capacity.hardware import get_hardware
 
     try:
-        hw = get_hardware(args.hardware)
+        hw = get_hardware(under.hardware)
     except KeyError as exc:
         raise BenchError(str(exc).strip("'\"")) from None
-    mine = args.gpus or hw.gpus_per_node
+    mine = under.gpus or hw.gpus_per_node
     return [
         f"hardware under test {mine}x {hw.name} is not the claim's {gpus}x {name}: a run on "
         f"{gpus}x {name} would decide"
@@ -164,7 +179,7 @@ def judge(
     claim,
     summaries: list[dict],
     changes: list[str],
-    args,
+    settings: JudgeSettings,
     gpus: int,
     agreed: dict | None = None,
     scored: dict | None = None,
@@ -181,7 +196,7 @@ def judge(
             "another workload, so it can neither reproduce nor refute the claim; a run of the "
             "claim's own workload would decide"
         )
-    blockers += _hardware_blockers(claim, args)
+    blockers += _hardware_blockers(claim, settings)
     failures, figure_blockers = [], []
     for i, s in enumerate(summaries, 1):
         if not s["audit"]["ok"]:  # the server misreports what it served: evidence, not noise
@@ -204,15 +219,13 @@ def judge(
                 for g in missed
             )
             failures.append(f"repeat {i} missed the SLO: {text}")
-    tolerance = claim.tolerance if args.tolerance is None else args.tolerance
+    tolerance = claim.tolerance if settings.tolerance is None else settings.tolerance
     spec = acceptance.judge(
         claim.raw.get("speculative"), [s.get("speculative", {}) for s in summaries], tolerance
     )
     blockers += spec["blockers"]
     failures += spec["failures"]
-    top1_min, kl_max, bound_source = agreement.bounds(
-        claim.raw, getattr(args, "agreement_top1", None)
-    )
+    top1_min, kl_max, bound_source = agreement.bounds(claim.raw, settings.agreement_top1)
     gate = agreement.judge(agreed, top1_min, kl_max, bound_source)
     failures += gate["failures"]
     task = task_eval.judge(scored, claim.raw.get("accuracy"), tolerance)
@@ -290,7 +303,7 @@ def _cost(claim, args, summary: dict) -> dict:
     try:
         gpus, price, _, source = cost_inputs(args)
     except BenchError:  # not in the table: the claim's own hardware (CPU), or refused before
-        if not _claims_own_hardware(claim, args):
+        if not _claims_own_hardware(claim, args.hardware):
             raise
         gpus, price = args.gpus or claim.hardware[1], args.price or 0.0
         source = "--price on the command line" if price else ""
@@ -416,7 +429,9 @@ def cmd_verify(args) -> int:
         warnings += res.warnings
         points.append({"x": i, "summary": res.summary, "meta": res.meta})
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
-    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus, agreed, scored)
+    settings = JudgeSettings.from_args(args)
+    summaries = [p["summary"] for p in points]
+    verdict = judge(claim, summaries, changes, settings, gpus, agreed, scored)
     verdict = dataclasses.replace(verdict, slo_source=slo_source)
     median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None

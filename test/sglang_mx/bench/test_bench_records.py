@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -42,11 +41,11 @@ def _summary(total_tok_s: float) -> dict:
 def _judged() -> Verdict:
     """A shipped claim with a draft (acceptance record), judged with an agreement record."""
     claim = load_claim(CLAIMS / "glm5-fp8-mi355x-inferencex-8k1k-mtp.yaml")
-    args = SimpleNamespace(tolerance=None, hardware="MI355X", gpus=4, agreement_top1=None)
+    settings = verify.JudgeSettings(hardware="MI355X", gpus=4)
     agreed = {"reference": "http://ref", "top1": 0.93, "top_k": 5, "kl_topk_mean": 0.02,
               "positions": 96, "per_prompt": [{"prompt": 0}]}  # fmt: skip
     summaries = [_summary(x * 4) for x in (1900.0, 1880.0, 1910.0)]
-    return verify.judge(claim, summaries, ["lengths x0.5"], args, 4, agreed=agreed)
+    return verify.judge(claim, summaries, ["lengths x0.5"], settings, 4, agreed=agreed)
 
 
 def test_a_judged_verdict_survives_its_json_round_trip():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sglang_mx.bench.compare import fmt_number
 from sglang_mx.bench.summary import check_figures
+from sglang_mx.bench.sweep import Knee
 from sglang_mx.bench.verdict import Verdict
 
 COLUMNS = (
@@ -73,10 +74,10 @@ def markdown(result: dict) -> str:
     if result.get("verdict"):
         lines += verdict_lines(Verdict.from_dict(result["verdict"]))
     elif knee:
+        k = Knee.from_dict(knee)
         lines.append(
-            f"Knee ({slo_text}, 100% success): {x_name} {knee['x']}, "
-            f"{fmt_number(knee['output_tok_s'])} output tok/s, "
-            f"TTFT p95 {fmt_number(knee['ttft_p95_s'])} s."
+            f"Knee ({slo_text}, 100% success): {x_name} {k.x}, "
+            f"{fmt_number(k.output_tok_s)} output tok/s, TTFT p95 {fmt_number(k.ttft_p95_s)} s."
         )
     else:
         lines.append(f"No point met {slo_text} with 100% success.")

@@ -120,4 +120,4 @@ def check_figures(names, where: str) -> None:
     """Raise (at import, where a module lists figures) on any name no summary has."""
     bad = [n for n in names if not is_figure(n)]
     if bad:
-        raise ValueError(f"{where} names {bad}: not figures of a run summary ({FIGURES})")
+        raise ImportError(f"{where} names {bad}: not figures of a run summary ({FIGURES})")

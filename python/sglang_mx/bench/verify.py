@@ -369,6 +369,8 @@ def cmd_verify(args) -> int:
     from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import loud, run_trace
     from sglang_mx.bench.stamp import stamp
+    from sglang_mx.bench.summary import RunSummary
+    from sglang_mx.bench.sweep import SweepPoint
 
     claim = load_claim(args.claim)
     public = claim.raw["workload"].get("public_trace")
@@ -427,7 +429,7 @@ def cmd_verify(args) -> int:
         )
         res = run_trace(trace, prompts, cfg, tokens, slo)
         warnings += res.warnings
-        points.append({"x": i, "summary": res.summary, "meta": res.meta})
+        points.append(SweepPoint(i, RunSummary.from_dict(res.summary), res.meta).to_dict())
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
     settings = JudgeSettings.from_args(args)
     summaries = [p["summary"] for p in points]

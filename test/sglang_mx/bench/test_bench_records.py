@@ -2,7 +2,8 @@
 claim) survives its JSON round trip field for field, verdict.json is the subset of it that file
 has always held, and a record with a field it does not know is refused by name; a run summary
 from metrics.summarize (and each committed one in docs/results) survives its round trip, and a
-figure name no summary has is refused where a claim names it, before any run."""
+figure name no summary has is refused where a claim names it, before any run; a sweep point and
+the knee survive theirs, and the committed ones read."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sglang_mx.bench import verify
 from sglang_mx.bench.claims import ClaimError, load_claim
 from sglang_mx.bench.metrics import RequestResult, Slo, summarize
 from sglang_mx.bench.summary import FIGURES, Distribution, RunSummary, is_figure
+from sglang_mx.bench.sweep import Knee, SweepPoint, knee
 from sglang_mx.bench.verdict import FILE_KEYS, Verdict
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,13 +96,35 @@ def test_a_run_summary_survives_its_round_trip():
     assert RunSummary.from_dict(s).extra == {k: s[k] for k in ("audit", "selfcheck")}
 
 
+def _same(old: dict, out: dict) -> bool:
+    """`out` holds every key of `old` with the same value (NaN too: compared as JSON text)."""
+    return json.dumps({k: out[k] for k in old}) == json.dumps(old)
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "docs" / "results").glob("*/result.json")))
-def test_committed_run_summaries_read_into_the_record(path):
-    """Older results lack the fields added since (reachable_cached_tokens, slo_gates): they
-    read with those at their defaults, every figure they hold unchanged."""
-    for p in json.loads(path.read_text())["sweep"]["points"]:
-        out = RunSummary.from_dict(p["summary"]).to_dict()
-        assert json.dumps({k: out[k] for k in p["summary"]}) == json.dumps(p["summary"])
+def test_committed_summaries_points_and_knees_read_into_the_records(path):
+    """Older results lack the fields added since (reachable_cached_tokens, slo_gates, the
+    knee's slo): they read with those at their defaults, every figure they hold unchanged."""
+    sweep = json.loads(path.read_text())["sweep"]
+    for p in sweep["points"]:
+        assert _same(p["summary"], RunSummary.from_dict(p["summary"]).to_dict())
+        out = SweepPoint.from_dict(p).to_dict()
+        assert list(out) == list(p) and _same(p["summary"], out["summary"])
+    if sweep["knee"]:
+        assert _same(sweep["knee"], Knee.from_dict(sweep["knee"]).to_dict())
+
+
+def test_a_sweep_point_and_its_knee_survive_their_round_trips():
+    point = SweepPoint(4.0, RunSummary.from_dict(_run_summary()), {"model": "fake"})
+    assert SweepPoint.from_dict(json.loads(json.dumps(point.to_dict()))) == point
+    bare = SweepPoint(2, point.summary)  # a simulated point (plan) has no runner meta
+    assert "meta" not in bare.to_dict() and SweepPoint.from_dict(bare.to_dict()) == bare
+    clean = dataclasses.replace(point.summary, errors=0)
+    points = [SweepPoint(x, clean).to_dict() for x in (1.0, 2.0)]
+    found = Knee.from_dict(knee(points, Slo(ttft_p95_s=5.0)))
+    assert found.x == 2.0 and found.ttft_p95_s == clean.ttft_s.p95
+    assert Knee.from_dict(json.loads(json.dumps(found.to_dict()))) == found
+    assert knee(points, Slo(ttft_p95_s=0.01)) is None  # no point meets 10 ms
 
 
 def test_figure_names_are_checked_where_a_claim_names_one(tmp_path):

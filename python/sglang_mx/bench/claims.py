@@ -15,8 +15,9 @@ docs/benchmark.md, "Claim files"); unknown fields and bad values are refused, on
     claimed: {figure: output_tok_s, value: 2626, per: node, source: "..."}
 
 `workload` may instead name a trace: `{trace: FILE, trace_format: mooncake}` (relative to the
-claim file). `claimed.figure` is a key of a run summary (metrics.summarize): a throughput (higher
-is better) or a latency distribution's percentile such as `tpot_s.p50` (lower is better)."""
+claim file). `claimed.figure` is a figure of a run summary (summary.FIGURES; refused when the
+claim is read if it is not one of FIGURES): a throughput (higher is better) or a latency
+distribution's percentile such as `tpot_s.p50` (lower is better)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
 from sglang_mx.bench.metrics import PERCENTILES, Slo
+from sglang_mx.bench.summary import check_figures
 from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
 
 SCHEMA_VERSION = 1
@@ -48,6 +50,7 @@ FIGURES = (
         for s in ("mean", *(f"p{q}" for q in PERCENTILES))
     ),
 )
+check_figures(FIGURES, "claims.FIGURES")  # a figure a claim may name is a summary's (summary.py)
 TOLERANCE = 0.10  # measured may fall this far short of the claim and still reproduce it
 
 

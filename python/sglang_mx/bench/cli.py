@@ -77,7 +77,8 @@ def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import run_trace
     from sglang_mx.bench.stamp import stamp
-    from sglang_mx.bench.sweep import knee, sweep_specs
+    from sglang_mx.bench.summary import RunSummary
+    from sglang_mx.bench.sweep import SweepPoint, knee, sweep_specs
     from sglang_mx.bench.tracegen import generate
     from sglang_mx.capacity.cost import cost_report
 
@@ -110,7 +111,8 @@ def _execute(args, kind: str, values: list[float]) -> int:
         )
         res = run_trace(trace, ids, cfg, tokens, slo)
         warnings += res.warnings
-        points.append({"x": value, "summary": res.summary, "meta": res.meta})
+        summary = RunSummary.from_dict(res.summary)
+        points.append(SweepPoint(value, summary, res.meta).to_dict())
     gpus, price, hw_name, price_source = cost_inputs(args)
     result = {
         "stamp": stamp(

@@ -6,7 +6,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-PERCENTILES = (50, 90, 95, 99)
+from sglang_mx.bench.summary import DISTRIBUTIONS, PERCENTILES, Distribution, RunSummary
+
+# the distributions an SLO can gate, by the name a person reads
+SLO_METRICS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E"}
+if not set(SLO_METRICS) <= set(DISTRIBUTIONS):
+    raise ImportError(f"SLO_METRICS {list(SLO_METRICS)} are not all run-summary distributions")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -23,10 +28,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def distribution(values: Sequence[float]) -> dict[str, float]:
-    out = {"mean": sum(values) / len(values) if values else math.nan}
-    out.update({f"p{q}": percentile(values, q) for q in PERCENTILES})
-    out["max"] = max(values) if values else math.nan
-    return out
+    """A Distribution's JSON: mean, each of PERCENTILES, max."""
+    return Distribution(
+        mean=sum(values) / len(values) if values else math.nan,
+        **{f"p{q}": percentile(values, q) for q in PERCENTILES},
+        max=max(values) if values else math.nan,
+    ).to_dict()
 
 
 @dataclass
@@ -138,14 +145,15 @@ class Slo:
     def describe(self) -> str:
         """e.g. "TTFT p95 <= 5.0 s, TPOT p95 <= 0.05 s" (each limit as the shortest float that
         reads back exactly, as the flags wrote it)."""
-        names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E"}
         return ", ".join(
-            f"{names[m]} p{self.percentile} <= {float(v)!r} s" for m, v in self.gates()
+            f"{SLO_METRICS[m]} p{self.percentile} <= {float(v)!r} s" for m, v in self.gates()
         )
 
 
 def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
-    """Aggregate figures of one run; duration spans the first send to the last completion."""
+    """Aggregate figures of one run (a RunSummary's JSON: built here as a dict, then read into
+    the record, so a key the record lacks fails on the first run); duration spans the first
+    send to the last completion."""
     slo = slo or Slo()
     ok = [r for r in results if r.ok]
     if ok:
@@ -197,4 +205,4 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
     out["slo_gates"] = slo.judge(out)
     every_gate = all(g["met"] for g in out["slo_gates"])
     out["slo_met"] = bool(ok) and len(ok) == len(results) and every_gate
-    return out
+    return RunSummary.from_dict(out).to_dict()

@@ -11,6 +11,9 @@ import math
 from pathlib import Path
 
 from sglang_mx.bench.compare import fmt_number
+from sglang_mx.bench.summary import check_figures
+from sglang_mx.bench.sweep import Knee
+from sglang_mx.bench.verdict import Verdict
 
 COLUMNS = (
     ("req/s", "request_throughput"),
@@ -26,6 +29,7 @@ COLUMNS = (
     ("goodput req/s", "goodput_req_s"),
     ("goodput out tok/s", "goodput_output_tok_s"),
 )
+check_figures((k for _, k in COLUMNS), "report.COLUMNS")
 
 
 def summary_value(summary: dict, dotted: str) -> float:
@@ -68,12 +72,12 @@ def markdown(result: dict) -> str:
             lines.append("")
     slo_text = sweep.get("slo_text") or f"TTFT p95 <= {sweep.get('slo', 5.0)} s"
     if result.get("verdict"):
-        lines += verdict_lines(result["verdict"])
+        lines += verdict_lines(Verdict.from_dict(result["verdict"]))
     elif knee:
+        k = Knee.from_dict(knee)
         lines.append(
-            f"Knee ({slo_text}, 100% success): {x_name} {knee['x']}, "
-            f"{fmt_number(knee['output_tok_s'])} output tok/s, "
-            f"TTFT p95 {fmt_number(knee['ttft_p95_s'])} s."
+            f"Knee ({slo_text}, 100% success): {x_name} {k.x}, "
+            f"{fmt_number(k.output_tok_s)} output tok/s, TTFT p95 {fmt_number(k.ttft_p95_s)} s."
         )
     else:
         lines.append(f"No point met {slo_text} with 100% success.")
@@ -96,21 +100,21 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdict_lines(v: dict) -> list[str]:
-    lo, hi = v["ci95"]
+def verdict_lines(v: Verdict) -> list[str]:
+    lo, hi = v.ci95
     lines = [
-        f"## Verdict: {v['verdict'].upper()}",
+        f"## Verdict: {v.verdict.upper()}",
         "",
-        f"Claim `{v['claim']}`: {v['claim_text']}.",
-        f"Measured {v['figure']} per {v['per']}: {fmt_number(v['measured'])} over {v['repeats']} "
+        f"Claim `{v.claim}`: {v.claim_text}.",
+        f"Measured {v.figure} per {v.per}: {fmt_number(v.measured)} over {v.repeats} "
         f"repeats, 95% interval [{fmt_number(lo)}, {fmt_number(hi)}], "
-        f"measured / claimed {v['ratio']:.4g}.",
+        f"measured / claimed {v.ratio:.4g}.",
         "",
     ]
-    if v.get("scaled"):
+    if v.scaled:
         lines += ["**THE WORKLOAD WAS SCALED** to run here:", ""]
-        lines += [f"- {c}" for c in v["changes"]] + [""]
-    lines += ["Reasons:", ""] + [f"- {r}" for r in v["reasons"]] + [""]
+        lines += [f"- {c}" for c in v.changes] + [""]
+    lines += ["Reasons:", ""] + [f"- {r}" for r in v.reasons] + [""]
     return lines
 
 

@@ -20,6 +20,7 @@ from sglang_mx.bench.report import (
     verdict_lines,
     write_files,
 )
+from sglang_mx.bench.verdict import Verdict
 
 STYLE = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
@@ -39,22 +40,22 @@ def _list(lines: list[str]) -> str:
     return "<ul>" + "".join(f"<li>{_e(x.lstrip('- '))}</li>" for x in items) + "</ul>"
 
 
-def _verdict(v: dict) -> str:
-    cls = {"reproduced": "reproduced", "not reproduced": "not"}.get(v["verdict"], "inconclusive")
+def _verdict(v: Verdict) -> str:
+    cls = {"reproduced": "reproduced", "not reproduced": "not"}.get(v.verdict, "inconclusive")
     lines = verdict_lines(v)
     body = [ln for ln in lines[1:] if ln.strip()]
     return (
-        f'<div class="verdict {cls}">Verdict: {_e(v["verdict"].upper())}</div>'
+        f'<div class="verdict {cls}">Verdict: {_e(v.verdict.upper())}</div>'
         + _list([ln for ln in body if not ln.startswith("-") and ln != "Reasons:"])
         + "<h3>Reasons</h3>"
         + _list([ln for ln in body if ln.startswith("- ")])
     )
 
 
-def _gates(v: dict) -> str:
+def _gates(v: Verdict) -> str:
     """The accuracy (agreement with --reference) and acceptance gates, measured against bound."""
     rows = []
-    a = v.get("agreement")
+    a = v.agreement
     if a:
         kl_ok = a["kl_max"] is None or a["kl_topk_mean"] <= a["kl_max"]
         ok = a["top1"] >= a["top1_min"] and kl_ok
@@ -63,13 +64,13 @@ def _gates(v: dict) -> str:
         )
         got = f"top-1 {a['top1']:.3f}, top-{a['top_k']} KL {a['kl_topk_mean']:.3g} nats"
         rows.append(("accuracy: agreement with " + a["reference"], got, bound, ok))
-    t = v.get("task_eval")
+    t = v.task_eval
     if t:
         lo, hi = t["ci95"]
         got = f"pass@1 {t['score']:.3f} ({t['passed']} of {t['problems']}; [{lo:.3f}, {hi:.3f}])"
-        failed = any(r.startswith(f"accuracy: {t['task']}") and "below" in r for r in v["reasons"])
+        failed = any(r.startswith(f"accuracy: {t['task']}") and "below" in r for r in v.reasons)
         rows.append((f"accuracy: {t['task']}", got, f"claimed {t['claimed']:g}", not failed))
-    s = v.get("acceptance")
+    s = v.acceptance
     if s:
         measured = [x for x in s["measured"] if x is not None]
         got = ", ".join(f"{x:.3g}" for x in measured) or "no draft ran"
@@ -78,7 +79,7 @@ def _gates(v: dict) -> str:
         if len(measured) < len(s["measured"]):
             ok = False  # a repeat ran no verify step: the draft was off
         elif claimed is not None and not s["simulated"] and measured:
-            ok = sum(measured) / len(measured) >= claimed * (1 - v["tolerance"])
+            ok = sum(measured) / len(measured) >= claimed * (1 - v.tolerance)
         bound = "not stated" if claimed is None else f"claimed {claimed:g}{kind}"
         rows.append((f"acceptance ({s['algorithm']})", got, bound, ok))
     if not rows:
@@ -154,8 +155,9 @@ def render(result: dict, images: list[str]) -> str:
         ),
     ]
     if result.get("verdict"):
-        parts.append(_verdict(result["verdict"]))
-        parts.append(_gates(result["verdict"]))
+        verdict = Verdict.from_dict(result["verdict"])
+        parts.append(_verdict(verdict))
+        parts.append(_gates(verdict))
     if result.get("claim_check"):
         parts.append(_claim_check(result["claim_check"]))
     parts += [_table(result), "<h2>Checks</h2>", _list(checks_lines(result["sweep"]["points"]))]

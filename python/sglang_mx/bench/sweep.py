@@ -1,13 +1,56 @@
 """Request-rate and concurrency sweeps over one workload; the knee (highest load that meets the
-whole SLO, TTFT / TPOT / ITL / E2E gates, with every request succeeding) and goodput per point."""
+whole SLO, TTFT / TPOT / ITL / E2E gates, with every request succeeding) and goodput per point.
+
+A point is a SweepPoint and the knee a Knee (frozen, one JSON round trip each): result.json holds
+their `to_dict()` under "sweep"."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from sglang_mx.bench.metrics import Slo
+from sglang_mx.bench.summary import RunSummary
 from sglang_mx.bench.tracegen import Trace, generate
 from sglang_mx.capacity.workload import WorkloadSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPoint:
+    """One point of a sweep (a verify run's repeat is one too): its load `x` (rate, concurrency
+    or repeat number), the run's summary, and the runner's `meta` (none for a simulated point)."""
+
+    x: float
+    summary: RunSummary
+    meta: dict | None = None
+
+    def to_dict(self) -> dict:
+        out = {"x": self.x, "summary": self.summary.to_dict()}
+        return out if self.meta is None else out | {"meta": self.meta}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepPoint:
+        """The inverse of to_dict; an unknown key is a TypeError naming it."""
+        return cls(**{**d, "summary": RunSummary.from_dict(d["summary"])})
+
+
+@dataclasses.dataclass(frozen=True)
+class Knee:
+    """The highest-load point meeting the SLO (knee()), with the figures a report states."""
+
+    x: float
+    output_tok_s: float
+    total_tok_s: float
+    ttft_p95_s: float
+    goodput_req_s: float
+    slo: str = ""  # Slo.describe() of the SLO it met (older result files lack it)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Knee:
+        return cls(**d)
 
 
 def sweep_specs(spec: WorkloadSpec, kind: str, values: Sequence[float]) -> list[WorkloadSpec]:
@@ -31,27 +74,28 @@ def run_sweep(
     points = []
     for value, point_spec in zip(values, sweep_specs(spec, kind, values), strict=False):
         summary = run_point(generate(point_spec))
-        points.append({"x": value, "summary": summary})
+        points.append(SweepPoint(value, RunSummary.from_dict(summary)).to_dict())
     return {"kind": kind, "points": points, "knee": knee(points, slo), "slo": slo.ttft_p95_s}
 
 
 def knee(points: list[dict], slo: Slo) -> dict | None:
-    """Highest-load point with 100% success meeting every gate of `slo` (Slo.judge); None if no
-    point qualifies."""
+    """Highest-load point with 100% success meeting every gate of `slo` (Slo.judge), as a
+    Knee's JSON; None if no point qualifies. `points`: SweepPoint JSON, as result.json holds."""
+    records = [SweepPoint.from_dict(p) for p in points]
     good = [
         p
-        for p in points
-        if p["summary"]["errors"] == 0 and all(g["met"] for g in slo.judge(p["summary"]))
+        for p, d in zip(records, points, strict=True)
+        if p.summary.errors == 0 and all(g["met"] for g in slo.judge(d["summary"]))
     ]
     if not good:
         return None
-    best = max(good, key=lambda p: p["x"])
-    s = best["summary"]
-    return {
-        "x": best["x"],
-        "output_tok_s": s["output_tok_s"],
-        "total_tok_s": s["total_tok_s"],
-        "ttft_p95_s": s["ttft_s"]["p95"],
-        "goodput_req_s": s["goodput_req_s"],
-        "slo": slo.describe(),
-    }
+    best = max(good, key=lambda p: p.x)
+    s = best.summary
+    return Knee(
+        x=best.x,
+        output_tok_s=s.output_tok_s,
+        total_tok_s=s.total_tok_s,
+        ttft_p95_s=s.ttft_s.p95,
+        goodput_req_s=s.goodput_req_s,
+        slo=slo.describe(),
+    ).to_dict()

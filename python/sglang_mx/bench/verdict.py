@@ -12,12 +12,17 @@
     failed (the server misreports its usage), or the whole interval is on the wrong side of the
     threshold;
   - `reproduced` when the whole interval is on the right side: at least (1 - tolerance) x claimed
-    for a throughput, at most (1 + tolerance) x claimed for a latency."""
+    for a throughput, at most (1 + tolerance) x claimed for a latency.
+
+A verdict is a `Verdict` (frozen): result.json holds its `to_dict()` under "verdict", verdict.json
+its FILE_KEYS; `from_dict` reads the former back."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 # two-sided 95% Student t quantiles, t(0.975, df) for df = 1..30
 T975 = (
@@ -55,6 +60,86 @@ T975 = (
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 
 
+# verdict.json's keys, in its order (result.json's "verdict" holds every field)
+FILE_KEYS = (
+    "claim",
+    "claimed",
+    "measured",
+    "ci95",
+    "ratio",
+    "verdict",
+    "reasons",
+    "scaled",
+    "changes",
+    "figure",
+    "per",
+    "values",
+    "threshold",
+    "tolerance",
+    "repeats",
+    "slo_source",
+    "acceptance",
+    "agreement",
+    "task_eval",
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict record of a claim: decide() fills the numbers and the verdict, verify.judge
+    the claim it is about and the gates' records (acceptance, task_eval, agreement: the JSON
+    records of acceptance.py, task_eval.py and agreement.py), verify the SLO's source."""
+
+    claimed: float
+    measured: float
+    values: tuple[float, ...]
+    ci95: tuple[float, float]
+    ratio: float
+    threshold: float
+    tolerance: float
+    higher_is_better: bool
+    verdict: str
+    reasons: tuple[str, ...]
+    acceptance: dict | None = None
+    task_eval: dict | None = None
+    agreement: dict | None = None
+    claim: str = ""
+    figure: str = ""
+    per: str = ""
+    claim_text: str = ""
+    scaled: bool = False
+    changes: tuple[str, ...] = ()
+    repeats: int = 0
+    gpus_under_test: int = 0
+    slo_source: str = ""
+
+    def to_dict(self) -> dict:
+        """Every field, tuples as lists: result.json's "verdict"."""
+        return {
+            f.name: list(v) if isinstance(v, tuple) else v
+            for f in fields(self)
+            for v in (getattr(self, f.name),)
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Verdict:
+        """The inverse of to_dict; an unknown key is a TypeError naming it."""
+        tuples = {f.name for f in fields(cls) if str(f.type).startswith("tuple")}
+        return cls(**{k: tuple(v) if k in tuples else v for k, v in d.items()})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> Verdict:
+        return cls.from_dict(json.loads(text))
+
+    def file_json(self) -> str:
+        """verdict.json: the FILE_KEYS of to_dict, in that order."""
+        d = self.to_dict()
+        return json.dumps({k: d[k] for k in FILE_KEYS}, indent=1, default=str)
+
+
 def t975(df: int) -> float:
     return T975[df - 1] if 1 <= df <= len(T975) else 1.960
 
@@ -80,8 +165,8 @@ def decide(
     blockers: Sequence[str] = (),
     failures: Sequence[str] = (),
     figure_blockers: Sequence[str] = (),
-) -> dict:
-    """The verdict record (see the module docstring); `blockers` make it inconclusive whatever
+) -> Verdict:
+    """The verdict (see the module docstring); `blockers` make it inconclusive whatever
     the numbers (the run cannot speak for the claim), `failures` (requests failed, SLO missed,
     audit failed, draft off) make it not reproduced, and `figure_blockers` (a client-bound run)
     leave only the measured figure unjudged: failures still refute."""
@@ -112,15 +197,15 @@ def decide(
     else:
         verdict = INCONCLUSIVE
         reasons.append(f"{interval} straddles {threshold:.4g}: more repeats may decide")
-    return {
-        "claimed": claimed,
-        "measured": mean,
-        "values": list(values),
-        "ci95": [lo, hi],
-        "ratio": ratio,
-        "threshold": threshold,
-        "tolerance": tolerance,
-        "higher_is_better": higher_is_better,
-        "verdict": verdict,
-        "reasons": reasons,
-    }
+    return Verdict(
+        claimed=claimed,
+        measured=mean,
+        values=tuple(values),
+        ci95=(lo, hi),
+        ratio=ratio,
+        threshold=threshold,
+        tolerance=tolerance,
+        higher_is_better=higher_is_better,
+        verdict=verdict,
+        reasons=tuple(reasons),
+    )

@@ -7,13 +7,17 @@ claim, an unreachable server, a workload that does not fit; one line per problem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
 from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.metrics import Slo
+from sglang_mx.bench.summary import is_figure
 from sglang_mx.bench.task_eval import TASKS
+from sglang_mx.bench.verdict import Verdict, decide
 
 
 def _target_context(args, limits) -> int | None:
@@ -69,31 +73,46 @@ def build_trace(claim, args, limits):
     return generate(spec), changes
 
 
-def _claims_own_hardware(claim, args) -> bool:
+@dataclasses.dataclass(frozen=True)
+class JudgeSettings:
+    """What verify's flags say about judging a claim, read off the command line once
+    (from_args), so judge() takes no argparse Namespace."""
+
+    hardware: str | None = None  # --hardware: the hardware under test, None when not stated
+    gpus: int | None = None  # --gpus: GPUs under test, None for the hardware's (or claim's)
+    tolerance: float | None = None  # --tolerance, None for the claim's
+    agreement_top1: float | None = None  # --agreement-top1, None for the claim's or default
+
+    @classmethod
+    def from_args(cls, args) -> JudgeSettings:
+        return cls(args.hardware, args.gpus, args.tolerance, getattr(args, "agreement_top1", None))
+
+
+def _claims_own_hardware(claim, hardware: str | None) -> bool:
     """--hardware names the claim's own hardware (which need not be in data/hardware.json:
     a claim about this CPU box names `CPU`)."""
-    return bool(args.hardware) and args.hardware.lower() == claim.hardware[0].lower()
+    return bool(hardware) and hardware.lower() == claim.hardware[0].lower()
 
 
-def _hardware_blockers(claim, args) -> list[str]:
+def _hardware_blockers(claim, under: JudgeSettings) -> list[str]:
     name, gpus = claim.hardware
-    if not args.hardware:
+    if not under.hardware:
         return [
             f"hardware under test not stated: the claim is for {gpus}x {name}; run it there "
             f"and say so (--hardware {name} --gpus {gpus}) to have it judged"
         ]
-    if _claims_own_hardware(claim, args):
-        mine = args.gpus or gpus
+    if _claims_own_hardware(claim, under.hardware):
+        mine = under.gpus or gpus
         if mine == gpus:
             return []
         return [f"{mine}x {name} under test is not the claim's {gpus}x {name}: run on {gpus}"]
     from sglang_mx.capacity.hardware import get_hardware
 
     try:
-        hw = get_hardware(args.hardware)
+        hw = get_hardware(under.hardware)
     except KeyError as exc:
         raise BenchError(str(exc).strip("'\"")) from None
-    mine = args.gpus or hw.gpus_per_node
+    mine = under.gpus or hw.gpus_per_node
     return [
         f"hardware under test {mine}x {hw.name} is not the claim's {gpus}x {name}: a run on "
         f"{gpus}x {name} would decide"
@@ -148,6 +167,8 @@ def load_processes(args, trace, claim, calibration) -> dict:
 def _figure(summary: dict, figure: str) -> float:
     from sglang_mx.bench.report import summary_value
 
+    if not is_figure(figure):
+        raise BenchError(f"{figure!r} is not a figure of a run summary (summary.FIGURES)")
     value = float(summary_value(summary, figure))
     if math.isnan(value):
         raise BenchError(f"the run's summary has no {figure!r}, the figure the claim names")
@@ -158,16 +179,15 @@ def judge(
     claim,
     summaries: list[dict],
     changes: list[str],
-    args,
+    settings: JudgeSettings,
     gpus: int,
     agreed: dict | None = None,
     scored: dict | None = None,
-) -> dict:
-    """The verdict record of a verify run (verdict.decide over the repeats' figures); `agreed`:
+) -> Verdict:
+    """The verdict of a verify run (verdict.decide over the repeats' figures); `agreed`:
     the endpoint's agreement with --reference (agreement.measure), when one was given; `scored`:
     the task eval of a claim that states `accuracy` (task_eval.run_humaneval)."""
     from sglang_mx.bench import acceptance, agreement, task_eval
-    from sglang_mx.bench.verdict import decide
 
     blockers = []
     if changes:
@@ -176,7 +196,7 @@ def judge(
             "another workload, so it can neither reproduce nor refute the claim; a run of the "
             "claim's own workload would decide"
         )
-    blockers += _hardware_blockers(claim, args)
+    blockers += _hardware_blockers(claim, settings)
     failures, figure_blockers = [], []
     for i, s in enumerate(summaries, 1):
         if not s["audit"]["ok"]:  # the server misreports what it served: evidence, not noise
@@ -199,15 +219,13 @@ def judge(
                 for g in missed
             )
             failures.append(f"repeat {i} missed the SLO: {text}")
-    tolerance = claim.tolerance if args.tolerance is None else args.tolerance
+    tolerance = claim.tolerance if settings.tolerance is None else settings.tolerance
     spec = acceptance.judge(
         claim.raw.get("speculative"), [s.get("speculative", {}) for s in summaries], tolerance
     )
     blockers += spec["blockers"]
     failures += spec["failures"]
-    top1_min, kl_max, bound_source = agreement.bounds(
-        claim.raw, getattr(args, "agreement_top1", None)
-    )
+    top1_min, kl_max, bound_source = agreement.bounds(claim.raw, settings.agreement_top1)
     gate = agreement.judge(agreed, top1_min, kl_max, bound_source)
     failures += gate["failures"]
     task = task_eval.judge(scored, claim.raw.get("accuracy"), tolerance)
@@ -222,32 +240,30 @@ def judge(
         )  # fmt: skip
     divide = gpus if claim.per == "gpu" else 1
     values = [_figure(s, claim.figure) / divide for s in summaries]
-    out = decide(
+    v = decide(
         claim.value, values, claim.higher_is_better, tolerance, blockers, failures, figure_blockers
     )
-    out["reasons"] += spec["notes"] + gate["notes"]
-    out["acceptance"] = spec["record"]
-    out["task_eval"] = None if scored is None else {
-        **{k: v for k, v in scored.items() if k != "per_problem"},
-        "claimed": (stated or {}).get("score"),
-    }  # fmt: skip
-    out["agreement"] = None if agreed is None else {
-        **{k: v for k, v in agreed.items() if k != "per_prompt"},
-        "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
-    }  # fmt: skip
-    out.update(
-        {
-            "claim": claim.id,
-            "figure": claim.figure,
-            "per": claim.per,
-            "claim_text": claim.describe(),
-            "scaled": bool(changes),
-            "changes": changes,
-            "repeats": len(summaries),
-            "gpus_under_test": gpus,
-        }
-    )
-    return out
+    return dataclasses.replace(
+        v,
+        reasons=v.reasons + tuple(spec["notes"] + gate["notes"]),
+        acceptance=spec["record"],
+        task_eval=None if scored is None else {
+            **{k: x for k, x in scored.items() if k != "per_problem"},
+            "claimed": (stated or {}).get("score"),
+        },
+        agreement=None if agreed is None else {
+            **{k: x for k, x in agreed.items() if k != "per_prompt"},
+            "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
+        },
+        claim=claim.id,
+        figure=claim.figure,
+        per=claim.per,
+        claim_text=claim.describe(),
+        scaled=bool(changes),
+        changes=tuple(changes),
+        repeats=len(summaries),
+        gpus_under_test=gpus,
+    )  # fmt: skip
 
 
 SLO_FLAGS = {  # verify's flag -> the metrics.Slo fields it sets
@@ -257,14 +273,15 @@ SLO_FLAGS = {  # verify's flag -> the metrics.Slo fields it sets
     "--slo-e2e": ("slo_e2e", ("e2e_s",)),
     "--slo-percentile": ("slo_percentile", ("percentile",)),
 }
+_SLO_FIELDS = {f.name for f in dataclasses.fields(Slo)}
+if not all(set(fs) <= _SLO_FIELDS for _, fs in SLO_FLAGS.values()):
+    raise ImportError(f"SLO_FLAGS {SLO_FLAGS} name a field Slo lacks ({_SLO_FIELDS})")
 
 
 def verify_slo(claim, args):
     """The SLO a verify run is judged by, and where it came from: the claim's, with each --slo*
     flag given on the command line taking the place of the claim's value (no flag is accepted
     and ignored; issue 43). The source text goes into the verdict."""
-    import dataclasses
-
     slo, given = claim.slo(), []
     for flag, (dest, fields) in SLO_FLAGS.items():
         value = getattr(args, dest, None)
@@ -286,7 +303,7 @@ def _cost(claim, args, summary: dict) -> dict:
     try:
         gpus, price, _, source = cost_inputs(args)
     except BenchError:  # not in the table: the claim's own hardware (CPU), or refused before
-        if not _claims_own_hardware(claim, args):
+        if not _claims_own_hardware(claim, args.hardware):
             raise
         gpus, price = args.gpus or claim.hardware[1], args.price or 0.0
         source = "--price on the command line" if price else ""
@@ -352,6 +369,8 @@ def cmd_verify(args) -> int:
     from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import loud, run_trace
     from sglang_mx.bench.stamp import stamp
+    from sglang_mx.bench.summary import RunSummary
+    from sglang_mx.bench.sweep import SweepPoint
 
     claim = load_claim(args.claim)
     public = claim.raw["workload"].get("public_trace")
@@ -410,10 +429,12 @@ def cmd_verify(args) -> int:
         )
         res = run_trace(trace, prompts, cfg, tokens, slo)
         warnings += res.warnings
-        points.append({"x": i, "summary": res.summary, "meta": res.meta})
+        points.append(SweepPoint(i, RunSummary.from_dict(res.summary), res.meta).to_dict())
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
-    verdict = judge(claim, [p["summary"] for p in points], changes, args, gpus, agreed, scored)
-    verdict["slo_source"] = slo_source
+    settings = JudgeSettings.from_args(args)
+    summaries = [p["summary"] for p in points]
+    verdict = judge(claim, summaries, changes, settings, gpus, agreed, scored)
+    verdict = dataclasses.replace(verdict, slo_source=slo_source)
     median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
     result = {
@@ -440,48 +461,19 @@ def cmd_verify(args) -> int:
         "gpus": gpus,
         "cost": _cost(claim, args, median["summary"]),
         "load_generator": load,
-        "verdict": verdict,
+        "verdict": verdict.to_dict(),
         "claim_check": check_claim(claim),
         "warnings": warnings,
     }
     out = Path(args.out)
     paths = write_report(result, out)
-    (out / "verdict.json").write_text(
-        json.dumps(
-            {
-                k: verdict[k]
-                for k in (
-                    "claim",
-                    "claimed",
-                    "measured",
-                    "ci95",
-                    "ratio",
-                    "verdict",
-                    "reasons",
-                    "scaled",
-                    "changes",
-                    "figure",
-                    "per",
-                    "values",
-                    "threshold",
-                    "tolerance",
-                    "repeats",
-                    "slo_source",
-                    "acceptance",
-                    "agreement",
-                    "task_eval",
-                )
-            },
-            indent=1,
-            default=str,
-        )
-    )
+    (out / "verdict.json").write_text(verdict.file_json())
     print(Path(paths["markdown"]).read_text())
     print(
-        f"verdict: {verdict['verdict']} (measured {verdict['measured']:.4g} vs claimed "
-        f"{verdict['claimed']:g}, ratio {verdict['ratio']:.3g}); {out / 'verdict.json'}"
+        f"verdict: {verdict.verdict} (measured {verdict.measured:.4g} vs claimed "
+        f"{verdict.claimed:g}, ratio {verdict.ratio:.3g}); {out / 'verdict.json'}"
     )
-    return 0 if verdict["verdict"] == "reproduced" else 1
+    return 0 if verdict.verdict == "reproduced" else 1
 
 
 AGREEMENT_FLAGS = (  # bench/agreement.py

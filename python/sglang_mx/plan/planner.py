@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field
 
 from sglang_mx.bench.metrics import Slo, summarize
-from sglang_mx.bench.sweep import knee, sweep_specs
+from sglang_mx.bench.summary import RunSummary
+from sglang_mx.bench.sweep import SweepPoint, knee, sweep_specs
 from sglang_mx.bench.tracegen import Trace, generate
 from sglang_mx.capacity.cost import cost_report
 from sglang_mx.capacity.hardware import Hardware
@@ -157,7 +158,7 @@ def plan_sweep(
     for value, point_spec in zip(values, sweep_specs(spec, kind, values), strict=True):
         summary, _ = run_point(dep, generate(point_spec), slo)
         summary["roofline_output_tok_s"] = roof["output_tok_s"]
-        points.append({"x": value, "summary": summary})
+        points.append(SweepPoint(value, RunSummary.from_dict(summary)).to_dict())
     return {
         "layout": dep.layout.name,
         "kind": kind,

@@ -84,22 +84,22 @@ def test_interval_matches_hand_computation():
 def test_verdict_rules(values, higher, verdict):
     claimed = 100.0 if higher else 0.0125
     v = decide(claimed, values, higher, 0.10)
-    assert v["verdict"] == verdict, v["reasons"]
-    assert v["ratio"] == pytest.approx(sum(values) / len(values) / claimed)
+    assert v.verdict == verdict, v.reasons
+    assert v.ratio == pytest.approx(sum(values) / len(values) / claimed)
 
 
 def test_blockers_and_failures_override_the_numbers():
     good = [100.0, 101.0, 99.0]
     v = decide(100.0, good, True, 0.1, blockers=["workload scaled"])
-    assert v["verdict"] == "inconclusive" and "workload scaled" in v["reasons"]
+    assert v.verdict == "inconclusive" and "workload scaled" in v.reasons
     v = decide(100.0, good, True, 0.1, failures=["repeat 1 missed the claim's SLO"])
-    assert v["verdict"] == "not reproduced"
-    assert decide(100.0, [100.0], True, 0.1)["verdict"] == "inconclusive"  # no interval
+    assert v.verdict == "not reproduced"
+    assert decide(100.0, [100.0], True, 0.1).verdict == "inconclusive"  # no interval
     # A client-bound run cannot judge its figure, but what it saw fail still refutes; a run that
     # cannot speak for the claim at all (other hardware) stays inconclusive even so.
     bound = ["repeat 1: client-bound"]
-    assert decide(100.0, good, True, 0.1, figure_blockers=bound)["verdict"] == "inconclusive"
+    assert decide(100.0, good, True, 0.1, figure_blockers=bound).verdict == "inconclusive"
     v = decide(100.0, good, True, 0.1, failures=["token audit failed"], figure_blockers=bound)
-    assert v["verdict"] == "not reproduced" and bound[0] in v["reasons"]
+    assert v.verdict == "not reproduced" and bound[0] in v.reasons
     v = decide(100.0, good, True, 0.1, ["other hardware"], ["token audit failed"], bound)
-    assert v["verdict"] == "inconclusive"
+    assert v.verdict == "inconclusive"

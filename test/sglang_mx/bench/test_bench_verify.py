@@ -11,6 +11,7 @@ import pytest
 from bench_processes import fake_server_process
 from claim_files import write_claim
 from sglang_mx.bench import cli as bench_cli
+from sglang_mx.bench.verdict import Verdict
 
 
 def _main(argv: list[str]) -> int:
@@ -43,6 +44,10 @@ def test_verify_against_fake_server(tmp_path, tiny_tokenizer, value, status, ver
     assert v["scaled"] is False and v["reasons"]
     result = json.loads((out / "result.json").read_text())
     assert result["verdict"]["verdict"] == verdict
+    # verdict.json is the typed record's file form, read back from result.json unchanged
+    record = Verdict.from_dict(result["verdict"])
+    assert (out / "verdict.json").read_text() == record.file_json()
+    assert Verdict.from_json(record.to_json()) == record
     s = result["sweep"]["points"][0]["summary"]
     assert s["audit"]["ok"], s["audit"]
     assert {c["check"] for c in s["audit"]["checks"]} >= {

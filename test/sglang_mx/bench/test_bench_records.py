@@ -1,0 +1,141 @@
+"""Typed records (issue 43): a verdict built by the real code path (verify.judge over a shipped
+claim) survives its JSON round trip field for field, verdict.json is the subset of it that file
+has always held, and a record with a field it does not know is refused by name; a run summary
+from metrics.summarize (and each committed one in docs/results) survives its round trip, and a
+figure name no summary has is refused where a claim names it, before any run; a sweep point and
+the knee survive theirs, and the committed ones read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from sglang_mx.bench import verify
+from sglang_mx.bench.claims import ClaimError, load_claim
+from sglang_mx.bench.metrics import RequestResult, Slo, summarize
+from sglang_mx.bench.summary import FIGURES, Distribution, RunSummary, is_figure
+from sglang_mx.bench.sweep import Knee, SweepPoint, knee
+from sglang_mx.bench.verdict import FILE_KEYS, Verdict
+
+ROOT = Path(__file__).resolve().parents[3]
+CLAIMS = ROOT / "benchmark" / "claims"
+
+
+def _summary(total_tok_s: float) -> dict:
+    """The parts of a run summary verify.judge reads: one clean repeat with a real draft."""
+    return {
+        "total_tok_s": total_tok_s,
+        "requests": 8,
+        "errors": 0,
+        "first_error": "",
+        "audit": {"ok": True, "message": ""},
+        "selfcheck": {"client_bound": False, "reasons": []},
+        "slo_gates": [
+            {"metric": "ttft_s", "percentile": 95, "value": 0.5, "limit": 5.0, "met": True}
+        ],
+        "speculative": {"counted": True, "speculative": True, "accept_length": 2.4},
+    }
+
+
+def _judged() -> Verdict:
+    """A shipped claim with a draft (acceptance record), judged with an agreement record."""
+    claim = load_claim(CLAIMS / "glm5-fp8-mi355x-inferencex-8k1k-mtp.yaml")
+    settings = verify.JudgeSettings(hardware="MI355X", gpus=4)
+    agreed = {"reference": "http://ref", "top1": 0.93, "top_k": 5, "kl_topk_mean": 0.02,
+              "positions": 96, "per_prompt": [{"prompt": 0}]}  # fmt: skip
+    summaries = [_summary(x * 4) for x in (1900.0, 1880.0, 1910.0)]
+    return verify.judge(claim, summaries, ["lengths x0.5"], settings, 4, agreed=agreed)
+
+
+def test_a_judged_verdict_survives_its_json_round_trip():
+    v = _judged()
+    assert v.verdict == "inconclusive" and v.scaled and v.repeats == 3  # scaled: no decision
+    assert v.acceptance["measured"] == [2.4, 2.4, 2.4] and "per_prompt" not in v.agreement
+    assert Verdict.from_json(v.to_json()) == v
+    assert Verdict.from_dict(json.loads(json.dumps(v.to_dict()))) == v
+
+
+def test_verdict_json_keeps_its_keys_in_order():
+    """verdict.json is FILE_KEYS of the full record, in the order the file has always had."""
+    v = dataclasses.replace(_judged(), slo_source="the claim's")
+    on_file = json.loads(v.file_json())
+    assert tuple(on_file) == FILE_KEYS
+    assert on_file == {k: v.to_dict()[k] for k in FILE_KEYS}
+    assert on_file["ci95"] == list(v.ci95) and on_file["slo_source"] == "the claim's"
+
+
+def test_a_record_with_an_unknown_field_is_refused_by_name():
+    record = {**_judged().to_dict(), "ci_95": [0.0, 1.0]}
+    with pytest.raises(TypeError, match="ci_95"):
+        Verdict.from_dict(record)
+
+
+def _run_summary() -> dict:
+    """metrics.summarize over three completed requests and one failed (no NaN figure)."""
+    rs = [
+        RequestResult(f"r{i}", start=i, ttft=0.5 + i, e2e=1.5 + i, itl=[0.1] * 10,
+                      prompt_tokens=100, completion_tokens=11, cached_tokens=50,
+                      expected_cached=60)
+        for i in range(3)
+    ] + [RequestResult("r3", start=3.0, error="HTTP 500")]  # fmt: skip
+    return summarize(rs, Slo(ttft_p95_s=5.0, ttft_s=5.0, tpot_s=0.5))
+
+
+def test_a_run_summary_survives_its_round_trip():
+    s = _run_summary()
+    record = RunSummary.from_dict(s)
+    assert isinstance(record.ttft_s, Distribution) and record.ttft_s.p50 == s["ttft_s"]["p50"]
+    assert record.to_dict() == s and list(record.to_dict()) == list(s)
+    assert RunSummary.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    # what the runner adds after summarize rides along, after the figures, in its order
+    s |= {"audit": {"ok": True, "checks": []}, "selfcheck": {"client_bound": False}}
+    assert list(RunSummary.from_dict(s).to_dict()) == list(s)
+    assert RunSummary.from_dict(s).extra == {k: s[k] for k in ("audit", "selfcheck")}
+
+
+def _same(old: dict, out: dict) -> bool:
+    """`out` holds every key of `old` with the same value (NaN too: compared as JSON text)."""
+    return json.dumps({k: out[k] for k in old}) == json.dumps(old)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs" / "results").glob("*/result.json")))
+def test_committed_summaries_points_and_knees_read_into_the_records(path):
+    """Older results lack the fields added since (reachable_cached_tokens, slo_gates, the
+    knee's slo): they read with those at their defaults, every figure they hold unchanged."""
+    sweep = json.loads(path.read_text())["sweep"]
+    for p in sweep["points"]:
+        assert _same(p["summary"], RunSummary.from_dict(p["summary"]).to_dict())
+        out = SweepPoint.from_dict(p).to_dict()
+        assert list(out) == list(p) and _same(p["summary"], out["summary"])
+    if sweep["knee"]:
+        assert _same(sweep["knee"], Knee.from_dict(sweep["knee"]).to_dict())
+
+
+def test_a_sweep_point_and_its_knee_survive_their_round_trips():
+    point = SweepPoint(4.0, RunSummary.from_dict(_run_summary()), {"model": "fake"})
+    assert SweepPoint.from_dict(json.loads(json.dumps(point.to_dict()))) == point
+    bare = SweepPoint(2, point.summary)  # a simulated point (plan) has no runner meta
+    assert "meta" not in bare.to_dict() and SweepPoint.from_dict(bare.to_dict()) == bare
+    clean = dataclasses.replace(point.summary, errors=0)
+    points = [SweepPoint(x, clean).to_dict() for x in (1.0, 2.0)]
+    found = Knee.from_dict(knee(points, Slo(ttft_p95_s=5.0)))
+    assert found.x == 2.0 and found.ttft_p95_s == clean.ttft_s.p95
+    assert Knee.from_dict(json.loads(json.dumps(found.to_dict()))) == found
+    assert knee(points, Slo(ttft_p95_s=0.01)) is None  # no point meets 10 ms
+
+
+def test_figure_names_are_checked_where_a_claim_names_one(tmp_path):
+    assert is_figure("tpot_s.p50") and is_figure("output_tok_s") and is_figure("ttft_s.max")
+    assert not is_figure("tpot_s.p75") and not is_figure("ttft_p50") and not is_figure("slo")
+    claim = yaml.safe_load((CLAIMS / "glm52-mxfp4-mi355x-8x-2626.yaml").read_text())
+    claim["claimed"]["figure"] = "tpot_s.p75"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(claim))
+    with pytest.raises(ClaimError, match="claimed.figure"):
+        load_claim(path)
+    with pytest.raises(verify.BenchError, match="'tpot_s.p75' is not a figure"):
+        verify._figure({"tpot_s": {"p75": 0.1}}, "tpot_s.p75")
+    assert "output_tok_s" in FIGURES and "ttft_s.p95" in FIGURES

@@ -17,6 +17,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +249,19 @@ def hostile_record(url: str, budget_s: float, min_n: int) -> dict[str, Any]:
             body = req.body.replace("{{model}}", target.model)
             one(HostileRequest(req.route, body, req.content_type), path.stem)
     return {"generated": sent, "saved": len(saved), "worker_deaths": deaths, "failures": failures}
+
+
+@contextmanager
+def topk_dump_server(model_dir: Path | str, dump_dir: Path, args: list[str]) -> Iterator[Any]:
+    """A float32 server with the cache report on whose indexer writes each call's positions and
+    selection into `dump_dir` (attention/dsa/indexer.py's TOPK_DUMP_ENV); stopped on exit."""
+    from sglang_mx.attention.dsa.indexer import TOPK_DUMP_ENV
+
+    from sglang_mx_lab.testing.server import start_server
+
+    args = ["--dtype", "float32", "--enable-cache-report", *args]
+    handle = start_server(str(model_dir), args, env={TOPK_DUMP_ENV: str(dump_dir)})
+    try:
+        yield handle
+    finally:
+        handle.stop(wait=False)

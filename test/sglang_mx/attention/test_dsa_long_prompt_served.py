@@ -40,8 +40,7 @@ import httpx
 import pytest
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.attention.dsa.indexer import TOPK_DUMP_ENV
-from sglang_mx_lab.testing.server import start_server
+from sglang_mx_lab.testing.serve_probe import topk_dump_server
 
 pytestmark = pytest.mark.server
 
@@ -70,13 +69,9 @@ def dump_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(checkpoint, dump_dir):
-    args = ["--attention-backend", "mx_dsa", "--dtype", "float32", "--enable-cache-report"]
-    args += ["--chunked-prefill-size", str(CHUNK)]
-    handle = start_server(str(checkpoint), args, env={TOPK_DUMP_ENV: str(dump_dir)})
-    try:
+    args = ["--attention-backend", "mx_dsa", "--chunked-prefill-size", str(CHUNK)]
+    with topk_dump_server(checkpoint, dump_dir, args) as handle:
         yield handle
-    finally:
-        handle.stop(wait=False)
 
 
 @pytest.fixture(scope="module")

@@ -33,13 +33,10 @@ import torch
 from sglang_mx.assets import bundled_model_path
 from sglang_mx_lab.testing.dsa_selection import forced_selection, fp8_index_keys, reference_topk
 from sglang_mx_lab.testing.hf_reference import greedy, load_hf, token_logprobs
-from sglang_mx_lab.testing.serve_probe import CHUNK, SHORT_PROMPTS, long_ids
+from sglang_mx_lab.testing.serve_probe import CHUNK, SHORT_PROMPTS, long_ids, topk_dump_server
 from sglang_mx_lab.testing.served_distribution import greedy_generate
-from sglang_mx_lab.testing.server import start_server
 
 pytestmark = pytest.mark.server
-
-TOPK_DUMP_ENV = "SGLANG_MX_DSA_TOPK_DUMP"
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +63,9 @@ def dump_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(model_dir, dump_dir):
-    args = ["--dtype", "float32", "--enable-cache-report", "--enable-mixed-chunk"]
-    args += ["--chunked-prefill-size", str(CHUNK)]
-    handle = start_server(str(model_dir), args, env={TOPK_DUMP_ENV: str(dump_dir)})
-    try:
+    args = ["--enable-mixed-chunk", "--chunked-prefill-size", str(CHUNK)]
+    with topk_dump_server(model_dir, dump_dir, args) as handle:
         yield handle
-    finally:
-        handle.stop(wait=False)
 
 
 def generate(url: str, ids: list[int], max_new_tokens: int, **extra) -> dict:

@@ -79,6 +79,15 @@ class RequestResult:
         d.pop("output_text")  # content stays out of result files
         return d
 
+    def row(self) -> dict:
+        """to_dict with the gaps summarized (count, p50, max): one request's line in a result
+        file, a few hundred bytes however long its output."""
+        d = self.to_dict()
+        gaps = d.pop("itl")
+        d["itl_s"] = {"n": len(gaps), "p50": percentile(gaps, 50),
+                      "max": max(gaps) if gaps else math.nan}  # fmt: skip
+        return d
+
 
 @dataclass(frozen=True)
 class Slo:

@@ -266,6 +266,9 @@ async def run_trace_async(
         "limits": limits.to_dict(),
         "send_ids": cfg.send_ids,
         "trace": trace.header(),
+        # per request, in trace order: its cached tokens measured beside the designed and the
+        # reachable (reach.py), TTFT, E2E, tokens, error
+        "requests": [r.row() for r in results],
     }
     return RunResult(results, summary, warnings, meta)
 

@@ -30,9 +30,13 @@ else
   PD_REQUIRED=1
 fi
 if [ "$PD" = 1 ]; then
+  # The cache is read whole before matching: under pipefail, `ldconfig -p | grep -q` fails when
+  # grep exits at its first match while ldconfig is still writing (SIGPIPE), and setup then
+  # skipped Mooncake on a box that had both libraries.
   have_libs() {
-    ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1' \
-      && ldconfig -p 2>/dev/null | grep -q 'librdmacm\.so\.1'
+    local cache
+    cache=$(ldconfig -p 2>/dev/null) || return 1
+    [[ $cache == *libibverbs.so.1* && $cache == *librdmacm.so.1* ]]
   }
   if ! have_libs && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
     libs="libibverbs1 librdmacm1"

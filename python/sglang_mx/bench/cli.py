@@ -83,6 +83,8 @@ def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.capacity.cost import cost_report
 
     slo = slo_from_args(args)
+    # the cost inputs before anything is sent: an unknown --hardware once ended a 20-minute run
+    gpus, price, hw_name, price_source = cost_inputs(args)
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))
     cfg = run_config(args)
     # the server's context and vocabulary, read once: every point is checked before any runs
@@ -113,7 +115,6 @@ def _execute(args, kind: str, values: list[float]) -> int:
         warnings += res.warnings
         summary = RunSummary.from_dict(res.summary)
         points.append(SweepPoint(value, summary, res.meta).to_dict())
-    gpus, price, hw_name, price_source = cost_inputs(args)
     result = {
         "stamp": stamp(
             hw_name,

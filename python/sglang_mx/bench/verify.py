@@ -110,11 +110,11 @@ def _hardware_blockers(claim, under: JudgeSettings) -> list[str]:
 
     try:
         hw = get_hardware(under.hardware)
-    except KeyError as exc:
-        raise BenchError(str(exc).strip("'\"")) from None
-    mine = under.gpus or hw.gpus_per_node
+        mine, named = under.gpus or hw.gpus_per_node, hw.name
+    except KeyError:  # not in data/hardware.json (this CPU box): named as given
+        mine, named = under.gpus or 1, under.hardware
     return [
-        f"hardware under test {mine}x {hw.name} is not the claim's {gpus}x {name}: a run on "
+        f"hardware under test {mine}x {named} is not the claim's {gpus}x {name}: a run on "
         f"{gpus}x {name} would decide"
     ]
 
@@ -302,10 +302,9 @@ def _cost(claim, args, summary: dict) -> dict:
 
     try:
         gpus, price, _, source = cost_inputs(args)
-    except BenchError:  # not in the table: the claim's own hardware (CPU), or refused before
-        if not _claims_own_hardware(claim, args.hardware):
-            raise
-        gpus, price = args.gpus or claim.hardware[1], args.price or 0.0
+    except BenchError:  # not in the table: the claim's own hardware (CPU) or another box
+        own = _claims_own_hardware(claim, args.hardware)
+        gpus, price = args.gpus or (claim.hardware[1] if own else 1), args.price or 0.0
         source = "--price on the command line" if price else ""
     if not price:  # nothing stated here: the claim's own price, named as such
         p = claim.raw["price"]

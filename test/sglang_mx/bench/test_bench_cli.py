@@ -57,3 +57,18 @@ def test_roofline_cli_prints_measured_over_limit(capsys):
     assert _main(["roofline", "--hardware", "B200", "--layout", "tp8,tp2xdp4"]) == 0
     out = capsys.readouterr().out
     assert "tp2xdp4" in out and "kv-capacity" in out
+
+
+def test_run_refuses_unknown_hardware_before_sending(tmp_path, tiny_tokenizer, capsys):
+    """An unknown --hardware is refused in one line before the server sees a request (it once
+    ended a 20-minute run after its last token)."""
+    tiny_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    cache = FakeCache()
+    with serve_in_thread(make_app(cache)) as url:
+        run = ["bench", "run", "--url", url, "--tokenizer", str(tmp_path), "--workload",
+               "cpu-2k-32-60", "--num-requests", "2", "--output-len", "2", "--hardware", "NOPE",
+               "--no-progress", "-o", str(tmp_path / "out")]  # fmt: skip
+        assert _main(run) == 2
+    assert "unknown hardware 'NOPE'" in capsys.readouterr().err
+    assert cache.prompts == [] and cache.flushes == 0
+    assert not (tmp_path / "out" / "result.json").exists()

@@ -145,3 +145,23 @@ def test_a_missing_figure_is_an_error_naming_it():
     assert verify._figure(summary, "output_tok_s") == 5.0
     with pytest.raises(verify.BenchError, match="no 'ttft_s.p99'"):
         verify._figure(summary, "ttft_s.p99")
+
+
+def test_a_box_outside_the_hardware_table_is_judged_a_different_box(tmp_path):
+    """`--hardware CPU` against an MI355X claim: a blocker naming both (it once raised "unknown
+    hardware" after the whole run); the cost is the claim's price, named so, unless --price."""
+    from sglang_mx.bench import verify
+    from sglang_mx.bench.claims import load_claim
+
+    claim = load_claim(write_claim(tmp_path, 100.0))  # 8x MI355X
+    blockers = verify._hardware_blockers(claim, verify.JudgeSettings(hardware="CPU", gpus=None))
+    assert blockers == [
+        "hardware under test 1x CPU is not the claim's 8x MI355X: a run on 8x MI355X would decide"
+    ]
+    args = argparse.Namespace(hardware="CPU", gpus=1, price=None)
+    rates = {"output_tok_s": 10.0, "total_tok_s": 20.0, "input_tok_s": 10.0}
+    cost = verify._cost(claim, args, rates)
+    assert cost["price_per_gpu_hour"] == 1.48 and cost["gpus"] == 8
+    assert cost["price_source"].startswith("the claim's price")
+    priced = verify._cost(claim, argparse.Namespace(hardware="CPU", gpus=1, price=0.05), rates)
+    assert (priced["price_per_gpu_hour"], priced["gpus"]) == (0.05, 1)

@@ -208,3 +208,61 @@ def test_the_capacity_model_stands_below_bench_and_plan():
     assert {"hardware", "modelspec", "layout", "roofline", "cost", "tables", "workload"} & {
         m.split(".")[-1] for m in known if m.startswith("sglang_mx.bench.")
     } == set()
+
+
+def private_imports(package: str) -> list[str]:
+    """`from M import _name` where `_name` is private to a module the importer does not share a
+    package with. A package's private modules (`_common`, a wrapper's `_<op>_kernels` body) are
+    its own: its modules may import them and their names; nothing outside it may."""
+    known = modules(package)
+    found = []
+    for mod, path in known.items():
+        is_pkg = path.name == "__init__.py"
+        own_pkg = mod if is_pkg else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = mod.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_pkg else 0)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if base.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                if not alias.name.startswith("_") or alias.name.startswith("__"):
+                    continue
+                target = f"{base}.{alias.name}"
+                # the private module itself, or a name defined in a private module
+                owner = (
+                    base
+                    if target in known
+                    else base.rpartition(".")[0]
+                    if base.rpartition(".")[2].startswith("_")
+                    else None
+                )
+                if owner is None or not (own_pkg == owner or own_pkg.startswith(owner + ".")):
+                    found.append(f"{mod}: from {base} import {alias.name}")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_private_name_crosses_a_module(package):
+    """Issue 43: no module imports another module's private name; only a package's own modules
+    import its private modules (moe/_kernels, attention/_<op>_kernels, attention/_common)."""
+    found = private_imports(package)
+    assert not found, "private names imported across modules:\n  " + "\n  ".join(found)
+
+
+def test_the_private_check_sees_planted_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "planted"
+    (pkg / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "a.py", "sub/__init__.py", "sub/_body.py", "sub/ok.py"):
+        (pkg / name).write_text("")
+    (pkg / "sub" / "ok.py").write_text("from planted.sub._body import _kernel\n")
+    (pkg / "b.py").write_text("from planted.a import _helper\nfrom planted.sub import _body\n")
+    monkeypatch.setitem(PACKAGES, "planted", tmp_path)
+    assert private_imports("planted") == [
+        "planted.b: from planted.a import _helper",
+        "planted.b: from planted.sub import _body",
+    ]

@@ -66,7 +66,7 @@ def closed_loop(d: Deployment, spec: WorkloadSpec, concs: list[int]) -> list[dic
             [c],
             Slo(),
         )
-        points += sw["points"]
+        points += sw.to_dict()["points"]
     return points
 
 
@@ -105,7 +105,7 @@ def case1(n: int) -> dict:
             sw = plan_sweep(
                 dep(load_model("glm-5.2"), hw, lay, Precision()), spec, "rate", rates, SLA
             )
-            sweeps[lay] = [_point(p, 8) for p in sw["points"]]
+            sweeps[lay] = [_point(p, 8) for p in sw.to_dict()["points"]]
         meets = [
             (lay, p)
             for lay, pts in sweeps.items()

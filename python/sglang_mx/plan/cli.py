@@ -79,9 +79,9 @@ def build_deployment(args, layout):
 def _run(args: argparse.Namespace) -> int:
     from sglang_mx.bench.metrics import Slo
     from sglang_mx.bench.stamp import stamp
-    from sglang_mx.plan.knee import knee_rate
     from sglang_mx.plan.layouts import parse_plan_layout
     from sglang_mx.plan.planner import plan_sweep
+    from sglang_mx.plan.records import Plan, best_at_sla
     from sglang_mx.plan.report import markdown, write_report
 
     try:
@@ -101,50 +101,28 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     kind, values = ("rate", rates) if rates else ("concurrency", concs)
     slo = Slo(ttft_p95_s=args.slo, ttft_s=args.slo, tpot_s=args.tpot_slo)
-    sweeps = []
-    for dep in deps:
-        sw = plan_sweep(dep, spec, kind, values, slo)
-        sw["knee_rate"] = knee_rate(sw["points"], args.slo)
-        sweeps.append(sw)
+    sweeps = tuple(plan_sweep(dep, spec, kind, values, slo) for dep in deps)
     dep = deps[0]
-    result = {
-        "stamp": stamp(f"{args.gpus}x {dep.hw.name} (simulated)", vars(args) | {"func": None}),
-        "model": dep.model.name,
-        "hardware": dep.hw.name,
-        "gpus": args.gpus,
-        "efficiency": args.efficiency,
-        "efficiency_sources": dep.eff.sources,
-        "link": dep.link.name if dep.link else "none",
-        "link_source": dep.link.source if dep.link else "not charged",
-        "scaleout": dep.scaleout.name if dep.scaleout else "none",
-        "scaleout_source": dep.scaleout.source if dep.scaleout else "PD KV over the link above",
-        "slo": {"ttft_p95_s": args.slo, "tpot_s": args.tpot_slo},
-        "workload": spec.to_dict(),
-        "sweeps": sweeps,
-        "best": best_at_sla(sweeps),
-    }
+    plan = Plan(
+        stamp=stamp(f"{args.gpus}x {dep.hw.name} (simulated)", vars(args) | {"func": None}),
+        model=dep.model.name,
+        hardware=dep.hw.name,
+        gpus=args.gpus,
+        efficiency=args.efficiency,
+        efficiency_sources=dep.eff.sources,
+        link=dep.link.name if dep.link else "none",
+        link_source=dep.link.source if dep.link else "not charged",
+        scaleout=dep.scaleout.name if dep.scaleout else "none",
+        scaleout_source=dep.scaleout.source if dep.scaleout else "PD KV over the link above",
+        slo={"ttft_p95_s": args.slo, "tpot_s": args.tpot_slo},
+        workload=spec.to_dict(),
+        sweeps=sweeps,
+        best=best_at_sla(sweeps),
+    )
     if args.out:
-        write_report(result, args.out, plots=not args.no_plots)
-    print(markdown(result))
+        write_report(plan, args.out, plots=not args.no_plots)
+    print(markdown(plan))
     return 0
-
-
-def best_at_sla(sweeps: list[dict]) -> dict | None:
-    """The (layout, load) with most goodput output tok/s among points meeting the SLA."""
-    best = None
-    for sw in sweeps:
-        for p in sw["points"]:
-            s = p["summary"]
-            if s["errors"] or s["ttft_s"]["p95"] > sw["slo"]:
-                continue
-            if best is None or s["goodput_output_tok_s"] > best["goodput_output_tok_s"]:
-                best = {
-                    "layout": sw["layout"],
-                    "x": p["x"],
-                    "goodput_output_tok_s": s["goodput_output_tok_s"],
-                    "output_tokens_per_usd": s["cost"]["output_tokens_per_usd"],
-                }
-    return best
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from sglang_mx.bench.metrics import Slo, summarize
 from sglang_mx.bench.summary import RunSummary
-from sglang_mx.bench.sweep import SweepPoint, knee, sweep_specs
+from sglang_mx.bench.sweep import Knee, SweepPoint, knee, sweep_specs
 from sglang_mx.bench.tracegen import Trace, generate
 from sglang_mx.capacity.cost import cost_report
 from sglang_mx.capacity.hardware import Hardware
@@ -18,8 +18,10 @@ from sglang_mx.capacity.roofline import Precision, Workload, kv_tokens_node, lim
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.efficiency import Efficiency
+from sglang_mx.plan.knee import knee_rate
 from sglang_mx.plan.layouts import PlanLayout
 from sglang_mx.plan.links import Link
+from sglang_mx.plan.records import LayoutSweep
 from sglang_mx.plan.sim import Group, SimResult, build_groups, simulate
 from sglang_mx.plan.stepcost import RooflineStepCost, Speculative
 
@@ -151,20 +153,23 @@ def run_point(dep: Deployment, trace: Trace, slo: Slo) -> tuple[dict, SimResult]
 
 def plan_sweep(
     dep: Deployment, spec: WorkloadSpec, kind: str, values: list[float], slo: Slo
-) -> dict:
-    """Sweep one layout over rates (or concurrencies); knee as bench's sweep.knee."""
+) -> LayoutSweep:
+    """Sweep one layout over rates (or concurrencies); knee as bench's sweep.knee, knee_rate as
+    plan.knee's interpolated crossing of the SLA's TTFT p95."""
     roof = dep.roofline(spec)
     points = []
     for value, point_spec in zip(values, sweep_specs(spec, kind, values), strict=True):
         summary, _ = run_point(dep, generate(point_spec), slo)
         summary["roofline_output_tok_s"] = roof["output_tok_s"]
         points.append(SweepPoint(value, RunSummary.from_dict(summary)).to_dict())
-    return {
-        "layout": dep.layout.name,
-        "kind": kind,
-        "points": points,
-        "knee": knee(points, slo),
-        "slo": slo.ttft_p95_s,
-        "roofline": roof,
-        "scheduler": dep.scheduler().to_dict(),
-    }
+    found = knee(points, slo)
+    return LayoutSweep(
+        layout=dep.layout.name,
+        kind=kind,
+        points=tuple(SweepPoint.from_dict(p) for p in points),
+        knee=None if found is None else Knee.from_dict(found),
+        slo=slo.ttft_p95_s,
+        roofline=roof,
+        scheduler=dep.scheduler().to_dict(),
+        knee_rate=knee_rate(points, slo.ttft_p95_s),
+    )

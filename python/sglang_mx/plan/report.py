@@ -5,29 +5,30 @@ p95 against rate over all layouts with the roofline as the limit line)."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from sglang_mx.bench.compare import fmt_number
+from sglang_mx.bench.sweep import SweepPoint
+from sglang_mx.plan.records import Plan, PlanPoint
 
 
-def _row(x: float, s: dict, gpus: int) -> list[str]:
-    share = s.get("binding_share") or {}
-    binding = max(share, key=share.get) if share else "-"
+def _row(p: SweepPoint, gpus: int) -> list[str]:
+    s, sim = p.summary, PlanPoint.of(p)
+    binding = sim.binding
     return [
-        fmt_number(float(x)),
-        fmt_number(s["output_tok_s"]),
-        fmt_number(s["total_tok_s"]),
-        fmt_number(s["total_tok_s"] / gpus),
-        fmt_number(s["ttft_s"]["p50"]),
-        fmt_number(s["ttft_s"]["p95"]),
-        fmt_number(s["itl_s"]["p50"] * 1e3),
-        fmt_number(s["itl_s"]["p90"] * 1e3),
-        fmt_number(s["e2e_s"]["p50"]),
-        fmt_number(s["goodput_output_tok_s"]),
-        fmt_number(s["cost"]["usd_per_m_output"]),
-        f"{binding} {share.get(binding, 0):.0%}" if share else "-",
-        fmt_number(s.get("roofline_output_tok_s", math.nan)),
+        fmt_number(float(p.x)),
+        fmt_number(s.output_tok_s),
+        fmt_number(s.total_tok_s),
+        fmt_number(s.total_tok_s / gpus),
+        fmt_number(s.ttft_s.p50),
+        fmt_number(s.ttft_s.p95),
+        fmt_number(s.itl_s.p50 * 1e3),
+        fmt_number(s.itl_s.p90 * 1e3),
+        fmt_number(s.e2e_s.p50),
+        fmt_number(s.goodput_output_tok_s),
+        fmt_number(sim.cost["usd_per_m_output"]),
+        f"{binding} {sim.binding_share[binding]:.0%}" if binding else "-",
+        fmt_number(sim.roofline_output_tok_s),
     ]
 
 
@@ -48,123 +49,125 @@ HEAD = (
 )
 
 
-def markdown(result: dict) -> str:
-    st = result["stamp"]
+def _plan(result: Plan | dict) -> Plan:
+    return result if isinstance(result, Plan) else Plan.from_dict(result)
+
+
+def markdown(result: Plan | dict) -> str:
+    plan = _plan(result)
+    st = plan.stamp
     lines = [
-        f"# Plan: {result['model']} on {result['gpus']}x {result['hardware']}",
+        f"# Plan: {plan.model} on {plan.gpus}x {plan.hardware}",
         "",
         f"- date: {st['date']}; planner host: {st['client_host']}",
         f"- versions: {', '.join(f'{k} {v}' for k, v in st['versions'].items())}",
-        f"- efficiency: {result['efficiency']}; link: {result['link']}"
-        + (f"; PD KV over: {result['scaleout']}" if result.get("scaleout") else ""),
-        f"- SLA: TTFT p95 <= {result['slo']['ttft_p95_s']} s"
-        + (f", TPOT <= {result['slo']['tpot_s']} s" if result["slo"].get("tpot_s") else ""),
-        f"- workload: `{json.dumps(result['workload'], sort_keys=True)}`",
+        f"- efficiency: {plan.efficiency}; link: {plan.link}"
+        + (f"; PD KV over: {plan.scaleout}" if plan.scaleout else ""),
+        f"- SLA: TTFT p95 <= {plan.slo['ttft_p95_s']} s"
+        + (f", TPOT <= {plan.slo['tpot_s']} s" if plan.slo.get("tpot_s") else ""),
+        f"- workload: `{json.dumps(plan.workload, sort_keys=True)}`",
         "",
         "Simulated (SGLang 0.5.23 scheduler model), not measured.",
     ]
-    for sw in result["sweeps"]:
-        gpus = result["gpus"]
-        lines += ["", f"## {sw['layout']}", ""]
-        lines += ["| " + " | ".join(HEAD).replace("x", sw["kind"], 1) + " |"]
+    for sw in plan.sweeps:
+        lines += ["", f"## {sw.layout}", ""]
+        lines += ["| " + " | ".join(HEAD).replace("x", sw.kind, 1) + " |"]
         lines += ["|" + "---:|" * len(HEAD)]
-        lines += ["| " + " | ".join(_row(p["x"], p["summary"], gpus)) + " |" for p in sw["points"]]
-        k = sw.get("knee_rate")
+        lines += ["| " + " | ".join(_row(p, plan.gpus)) + " |" for p in sw.points]
         lines += [
             "",
-            f"Knee ({sw['kind']} where TTFT p95 reaches the SLA; the last point if it never "
-            f"does): {fmt_number(k)}; roofline "
-            f"{fmt_number(sw['roofline']['output_tok_s'])} out tok/s ({sw['roofline']['bound']}).",
+            f"Knee ({sw.kind} where TTFT p95 reaches the SLA; the last point if it never "
+            f"does): {fmt_number(sw.knee_rate)}; roofline "
+            f"{fmt_number(sw.roofline['output_tok_s'])} out tok/s ({sw.roofline['bound']}).",
         ]
-    best = result.get("best")
+    best = plan.best
     if best:
         lines += [
             "",
-            f"Best layout at the SLA: **{best['layout']}** at {best['x']} "
-            f"({fmt_number(best['goodput_output_tok_s'])} goodput out tok/s, "
-            f"{fmt_number(best['output_tokens_per_usd'])} out tokens per $).",
+            f"Best layout at the SLA: **{best.layout}** at {best.x} "
+            f"({fmt_number(best.goodput_output_tok_s)} goodput out tok/s, "
+            f"{fmt_number(best.output_tokens_per_usd)} out tokens per $).",
         ]
     return "\n".join(lines) + "\n"
 
 
-def plot(result: dict, outdir: Path) -> list[Path]:
+def plot(result: Plan | dict, outdir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plan = _plan(result)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-    for sw in result["sweeps"]:
-        xs = [float(p["x"]) for p in sw["points"]]
-        a1.plot(xs, [p["summary"]["ttft_s"]["p95"] for p in sw["points"]], "o-", label=sw["layout"])
-        line = a2.plot(
-            xs, [p["summary"]["output_tok_s"] for p in sw["points"]], "o-", label=sw["layout"]
-        )
-        a2.axhline(sw["roofline"]["output_tok_s"], color=line[0].get_color(), ls=":", lw=0.8)
-    a1.axhline(result["slo"]["ttft_p95_s"], color="red", ls=":", lw=0.8, label="SLA")
+    for sw in plan.sweeps:
+        xs = [float(p.x) for p in sw.points]
+        a1.plot(xs, [p.summary.ttft_s.p95 for p in sw.points], "o-", label=sw.layout)
+        line = a2.plot(xs, [p.summary.output_tok_s for p in sw.points], "o-", label=sw.layout)
+        a2.axhline(sw.roofline["output_tok_s"], color=line[0].get_color(), ls=":", lw=0.8)
+    a1.axhline(plan.slo["ttft_p95_s"], color="red", ls=":", lw=0.8, label="SLA")
     a1.set_yscale("log")
     a1.set_ylabel("TTFT p95 (s)")
     a2.set_ylabel("output tok/s (dotted: roofline)")
     for ax in (a1, a2):
-        ax.set_xlabel(result["sweeps"][0]["kind"])
+        ax.set_xlabel(plan.sweeps[0].kind)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(
-        f"plan: {result['model']} on {result['gpus']}x {result['hardware']} "
-        f"({result['efficiency']}), simulated {result['stamp']['date'][:10]}",
+        f"plan: {plan.model} on {plan.gpus}x {plan.hardware} "
+        f"({plan.efficiency}), simulated {plan.stamp['date'][:10]}",
         fontsize=8,
     )
     path = outdir / "plan_layouts.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [path, _plot_binding(result, outdir, plt)]
+    return [path, _plot_binding(plan, outdir, plt)]
 
 
-def _plot_binding(result: dict, outdir: Path, plt) -> Path:
+def _plot_binding(plan: Plan, outdir: Path, plt) -> Path:
     """Share of busy time each resource bound, per layout and load (stacked bars)."""
-    sweeps = result["sweeps"]
+    sweeps = plan.sweeps
     fig, axes = plt.subplots(1, len(sweeps), figsize=(4 * len(sweeps), 3.5), squeeze=False)
-    names = sorted(
-        {k for sw in sweeps for p in sw["points"] for k in p["summary"]["binding_share"]}
-    )
-    for ax, sw in zip(axes[0], sweeps, strict=True):
-        xs = [str(p["x"]) for p in sw["points"]]
+    shares = [[PlanPoint.of(p).binding_share for p in sw.points] for sw in sweeps]
+    names = sorted({k for sw in shares for share in sw for k in share})
+    for ax, sw, sw_shares in zip(axes[0], sweeps, shares, strict=True):
+        xs = [str(p.x) for p in sw.points]
         bottom = [0.0] * len(xs)
         for name in names:
-            vals = [p["summary"]["binding_share"].get(name, 0.0) for p in sw["points"]]
+            vals = [share.get(name, 0.0) for share in sw_shares]
             ax.bar(xs, vals, bottom=bottom, label=name)
             bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-        ax.set_title(sw["layout"], fontsize=8)
-        ax.set_xlabel(sw["kind"])
+        ax.set_title(sw.layout, fontsize=8)
+        ax.set_xlabel(sw.kind)
         ax.set_ylim(0, 1)
     axes[0][0].set_ylabel("share of busy time")
     axes[0][-1].legend(fontsize=7)
-    fig.suptitle(
-        f"binding resource (simulated), {result['gpus']}x {result['hardware']}", fontsize=8
-    )
+    fig.suptitle(f"binding resource (simulated), {plan.gpus}x {plan.hardware}", fontsize=8)
     path = outdir / "plan_binding.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+def write_report(plan: Plan, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """plan.json (`plan.to_dict()`), plan.md and, with `plots`, the plan's plots and bench's
+    plots of each layout's sweep in its own folder."""
     from sglang_mx.bench.report import plot as bench_plot
     from sglang_mx.bench.report import write_files
 
     outdir = Path(outdir)
+    result = plan.to_dict()
     paths = write_files(result, outdir, ("plan.json", "plan.md"), markdown, plot, plots)
     if plots:
-        for sw in result["sweeps"]:
-            sub = outdir / sw["layout"].replace(":", "_").replace("+", "_")
+        for sw, sw_json in zip(plan.sweeps, result["sweeps"], strict=True):
+            sub = outdir / sw.layout.replace(":", "_").replace("+", "_")
             sub.mkdir(exist_ok=True)
-            hw = f"{result['gpus']}x {result['hardware']} {sw['layout']} (simulated)"
+            hw = f"{plan.gpus}x {plan.hardware} {sw.layout} (simulated)"
             shaped = {
-                "stamp": {**result["stamp"], "hardware": hw},
-                "workload": result["workload"],
-                "sweep": sw,
-                "gpus": result["gpus"],
+                "stamp": {**plan.stamp, "hardware": hw},
+                "workload": plan.workload,
+                "sweep": sw_json,
+                "gpus": plan.gpus,
             }
             for p in bench_plot(shaped, sub):
-                paths[f"{sw['layout']}/{p.stem}"] = p
+                paths[f"{sw.layout}/{p.stem}"] = p
     return paths

@@ -28,7 +28,7 @@ from sgl_kernel_rocm.attention._dsa_indexer_kernels import _indexer_score_kernel
 MAX_TILES_PER_PROG = 64
 
 
-def _as_paged_keys(k_cache: torch.Tensor, k_scale: torch.Tensor):
+def as_paged_keys(k_cache: torch.Tensor, k_scale: torch.Tensor):
     """A token pool [num_tokens, D] (scales [num_tokens]) is pages of one token."""
     if k_cache.dim() == 2:
         return k_cache.unsqueeze(1), k_scale.reshape(-1, 1)
@@ -49,7 +49,7 @@ def dsa_indexer_scores(
     L = `max_len` (a host int >= every seq_lens entry, e.g. max of SGLang's seq_lens_cpu) or,
     without it, the block table's capacity (row width x page size): no host sync either way.
     """
-    k_cache, k_scale = _as_paged_keys(k_cache, k_scale)
+    k_cache, k_scale = as_paged_keys(k_cache, k_scale)
     batch, hi, d = q.shape
     _, page_size, dk = k_cache.shape
     if dk != d or d != next_pow2(d) or weights.shape != (batch, hi):

@@ -18,7 +18,8 @@ from sgl_kernel_rocm.attention import _common, split_kv
 from sgl_kernel_rocm.attention._gqa_decode_kernels import _gqa_decode_split_kernel
 
 
-def _as_paged(cache: torch.Tensor) -> torch.Tensor:
+def as_paged(cache: torch.Tensor) -> torch.Tensor:
+    """A token pool [num_tokens, H, D] is pages of one token [num_tokens, 1, H, D]."""
     return cache.unsqueeze(1) if cache.dim() == 3 else cache
 
 
@@ -47,7 +48,7 @@ def gqa_decode(
     With return_lse, also returns the natural-log log-sum-exp of the scores [B, Hq] (fp32), so
     callers can merge with other attention pieces (e.g. a prefix computed elsewhere).
     """
-    k_cache, v_cache = _as_paged(k_cache), _as_paged(v_cache)
+    k_cache, v_cache = as_paged(k_cache), as_paged(v_cache)
     batch, hq, d = q.shape
     _, page_size, hkv, dk = k_cache.shape
     dv = v_cache.shape[-1]

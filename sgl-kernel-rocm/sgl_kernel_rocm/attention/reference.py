@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from sgl_kernel_rocm.attention import _common
-from sgl_kernel_rocm.attention.dsa_indexer import _as_paged_keys
-from sgl_kernel_rocm.attention.gqa_decode import _as_paged
+from sgl_kernel_rocm.attention.dsa_indexer import as_paged_keys
+from sgl_kernel_rocm.attention.gqa_decode import as_paged
 from sgl_kernel_rocm.attention.latent_layout import LatentLayout
 from sgl_kernel_rocm.attention.mla_decode import ROPE_DIM
 
@@ -27,7 +27,7 @@ def gqa_decode_ref(
     """Float64 torch reference of gqa_decode, over its tensors (q, k_cache, v_cache,
     block_table, seq_lens); a request with no visible key yields zeros."""
     q, k_cache, v_cache, block_table, seq_lens = tensors
-    k_cache, v_cache = _as_paged(k_cache), _as_paged(v_cache)
+    k_cache, v_cache = as_paged(k_cache), as_paged(v_cache)
     batch, hq, d = q.shape
     _, page, hkv, _ = k_cache.shape
     group = hq // hkv
@@ -109,7 +109,7 @@ def dsa_indexer_scores_ref(*tensors: torch.Tensor) -> torch.Tensor:
     """Float64 reference of dsa_indexer_scores, over its tensors (q, weights, k_cache, k_scale,
     block_table, seq_lens); width max(seq_lens)."""
     q, weights, k_cache, k_scale, block_table, seq_lens = tensors
-    k_cache, k_scale = _as_paged_keys(k_cache, k_scale)
+    k_cache, k_scale = as_paged_keys(k_cache, k_scale)
     page = k_cache.shape[1]
     max_len = int(seq_lens.max())
     out = torch.full((q.shape[0], max_len), float("-inf"), dtype=torch.float64)

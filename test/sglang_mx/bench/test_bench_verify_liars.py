@@ -36,11 +36,30 @@ def _verify(url: str, claim: str, tokenizer: str, out) -> tuple[int, dict]:
     return status, json.loads((out / "verdict.json").read_text())
 
 
+def _client_bound_only(verdict: dict) -> bool:
+    return verdict["verdict"] == "inconclusive" and all(
+        "client-bound" in r for r in verdict["reasons"]
+    )
+
+
+def _verify_decided(url: str, claim: str, tokenizer: str, out, tries: int = 3):
+    """_verify, run again (into out-2, out-3) while the verdict is inconclusive only because
+    every failing repeat was client-bound: the load generator shares this 2-core box with the
+    server and the suite's other worker, and a starved client is what the verdict asks to rerun
+    (CI 2026-12-05: event-loop lag p99 51 and 60 ms against 50 in two honest repeats)."""
+    for attempt in range(1, tries + 1):
+        where = out if attempt == 1 else out.with_name(f"{out.name}-{attempt}")
+        status, verdict = _verify(url, claim, tokenizer, where)
+        if not _client_bound_only(verdict):
+            break
+    return status, verdict, where
+
+
 def test_honest_server_reproduces_and_each_liar_is_refuted(
     live_server, bundled_tokenizer_dir, tmp_path
 ):
-    status, honest = _verify(live_server, _claim(tmp_path, 1.0), bundled_tokenizer_dir,
-                             tmp_path / "honest")  # fmt: skip
+    status, honest, _ = _verify_decided(live_server, _claim(tmp_path, 1.0),
+                                        bundled_tokenizer_dir, tmp_path / "honest")  # fmt: skip
     assert (status, honest["verdict"]) == (0, "reproduced"), honest["reasons"]
     # A claim near what the server does (0.8x its measured mean, tolerance 10%) reproduces
     # honestly; through a proxy holding each streamed event 0.1 s it cannot.
@@ -50,12 +69,15 @@ def test_honest_server_reproduces_and_each_liar_is_refuted(
         (Lies(inflate=3), _claim(tmp_path, 1.0), "token audit failed"),
         (Lies(fail_every=4), _claim(tmp_path, 1.0), "requests failed"),
     ]
+    written = []
     for i, (lies, claim, reason) in enumerate(cases):
         with liar_proxy(live_server, lies) as url:
-            status, v = _verify(url, claim, bundled_tokenizer_dir, tmp_path / f"liar-{i}")
+            status, v, where = _verify_decided(url, claim, bundled_tokenizer_dir,
+                                               tmp_path / f"liar-{i}")  # fmt: skip
         assert (status, v["verdict"]) == (1, "not reproduced"), (lies, v["reasons"])
         assert any(reason in r for r in v["reasons"]), (lies, v["reasons"])
-    slow = json.loads((tmp_path / "liar-0" / "verdict.json").read_text())
+        written.append(where)
+    slow = json.loads((written[0] / "verdict.json").read_text())
     assert slow["measured"] < 0.5 * honest["measured"], (slow["measured"], honest["measured"])
 
 

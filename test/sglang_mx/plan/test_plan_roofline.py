@@ -47,12 +47,12 @@ def test_plan_never_above_the_roofline(layout, profile):
     link = None if profile == "ideal" else link_for("MI355X")
     dep = Deployment(MODEL, HW, parse_plan_layout(layout), Precision(), get_profile(profile), link)
     sweep = plan_sweep(dep, spec, "rate", [2.0, 50.0, 1000.0], Slo())
-    roof = sweep["roofline"]
-    for p in sweep["points"]:
-        s = p["summary"]
-        assert s["completed"] == 24
-        assert s["output_tok_s"] <= roof["output_tok_s"]
-        assert s["total_tok_s"] <= roof["total_tok_s"]
+    roof = sweep.roofline
+    for p in sweep.points:
+        s = p.summary
+        assert s.completed == 24
+        assert s.output_tok_s <= roof["output_tok_s"]
+        assert s.total_tok_s <= roof["total_tok_s"]
 
 
 def test_efficiency_and_links_only_slow_a_step_down():

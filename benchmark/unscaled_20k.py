@@ -250,6 +250,11 @@ def main() -> None:
         # the server caches whole 64-token pages: the design says so (12,000 -> 11,968)
         common = ["--url", url, "--tokenizer", str(model), "--page-size", "64", "--warmup", "0",
                   "--no-progress"]  # fmt: skip
+        if args.pd:
+            # sglang-router 0.3.2's OpenAI routes take a prompt as a string or strings, not token
+            # ids (422 "prompt: data did not match any variant of untagged enum StringOrArray",
+            # 2026-12-05): through the router, bench sends the decoded text
+            common.append("--send-text")
         bench = [*MX, "bench", "run", "--workload", "production-20k-1k-60",
                  "--num-requests", str(args.num_requests), "--prefix-groups", "1",
                  "--arrival", "concurrency", "--concurrency", "1", *common,

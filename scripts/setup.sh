@@ -62,6 +62,15 @@ if ! { command -v chromium > /dev/null && command -v tesseract > /dev/null; } \
     || { apt-get update -q > /dev/null && apt-get install -y -q --no-install-recommends $pkgs > /dev/null; } \
     || echo "setup: could not install $pkgs; the report screenshot test will fail" >&2
 fi
+# `sglang-mx serve` preloads jemalloc into a CPU server (python/sglang_mx/seam/cpu_malloc.py:
+# glibc's malloc let a 20k-token decode grow until it was killed); without it, it fixes glibc's
+# mmap threshold instead.
+ld_cache=$(ldconfig -p 2>/dev/null || true)
+if [[ $ld_cache != *libjemalloc.so.2* ]] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  apt-get install -y -q libjemalloc2 > /dev/null \
+    || { apt-get update -q > /dev/null && apt-get install -y -q libjemalloc2 > /dev/null; } \
+    || echo "setup: could not install libjemalloc2; CPU servers run on glibc's malloc" >&2
+fi
 "$VENV/bin/python" - <<'PY'
 import torch, sglang, triton
 assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"

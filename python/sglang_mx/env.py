@@ -51,6 +51,16 @@ class _Env:
         return value
 
     @property
+    def malloc(self) -> str:
+        """SGLANG_MX_MALLOC=auto|jemalloc|glibc: the allocator `sglang-mx serve` gives a CPU
+        server (seam/cpu_malloc.py): "auto" jemalloc where libjemalloc.so.2 is installed, else
+        glibc with a fixed mmap threshold; "glibc" leaves glibc's malloc as it is."""
+        value = os.environ.get("SGLANG_MX_MALLOC", "auto").strip().lower() or "auto"
+        if value not in ("auto", "jemalloc", "glibc"):
+            raise ValueError(f"SGLANG_MX_MALLOC must be auto, jemalloc or glibc, got {value!r}")
+        return value
+
+    @property
     def mx_platform(self) -> str:
         """SGLANG_MX_PLATFORM=auto|cuda-native: "cuda-native" runs SGLang on a CUDA GPU through
         our `mx_cuda` platform (native torch ops + our kernels, no sgl_kernel) even where the

@@ -27,6 +27,16 @@ def request_body(cfg, model: str, prompt, max_tokens: int, stream: bool, text: s
     return body
 
 
+def refusal(cfg, status: int, detail: str) -> str:
+    """A refused request's error; where token ids were sent and the body's prompt was refused
+    (sglang-router 0.3.2's OpenAI routes take a prompt as text only: HTTP 422 "prompt: data did
+    not match any variant of untagged enum StringOrArray"), it names the flag that sends text."""
+    out = f"HTTP {status}: {detail}"
+    if cfg.send_ids and cfg.api != "chat" and status in (400, 422) and "prompt" in detail:
+        out += " (this endpoint refuses token-id prompts, as sglang-router does: --send-text)"
+    return out
+
+
 def endpoint_path(cfg) -> str:
     return "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
 
@@ -74,7 +84,7 @@ async def send_one(
         async with client.stream("POST", cfg.base_url + endpoint_path(cfg), json=body) as resp:
             if resp.status_code >= 400:
                 detail = (await resp.aread()).decode(errors="replace")[:300]
-                res.error = f"HTTP {resp.status_code}: {detail}"
+                res.error = refusal(cfg, resp.status_code, detail)
                 return res
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):

@@ -102,9 +102,27 @@ def _cpu_rank_refusal(cmd: list[str]) -> str | None:
     return None
 
 
+def _cpu_allocator() -> tuple[dict[str, str], str] | None:
+    """On a box without a GPU, the environment that gives the server its allocator
+    (seam/cpu_malloc.py) and its one-line account; None on a GPU node."""
+    from sglang_mx.env import ENV
+    from sglang_mx.seam.cpu_malloc import malloc_env
+
+    if not ENV.platform_wanted():
+        return None
+    return malloc_env(ENV.malloc, os.environ)
+
+
 def run(args: argparse.Namespace) -> int:
     cmd = build_command(args)
+    try:
+        allocator = _cpu_allocator()
+    except ValueError as e:
+        print(f"sglang-mx serve: {e}", file=sys.stderr, flush=True)
+        return 2
     if args.dry_run:
+        if allocator:
+            print(f"sglang-mx: CPU allocator: {allocator[1]}", file=sys.stderr)
         print(" ".join(cmd))
         return 0
     # Offline by design: models come from local files, never a hub.
@@ -113,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
     if refusal:
         print(f"sglang-mx serve: {refusal}", file=sys.stderr, flush=True)
         return 2
+    if allocator:
+        os.environ.update(allocator[0])
+        print(f"sglang-mx: CPU allocator: {allocator[1]}", flush=True)
     print(
         f"sglang-mx: serving {cmd[cmd.index('--model-path') + 1]} on http://{args.host}:{args.port}",
         flush=True,

@@ -50,6 +50,7 @@ def make_app(
     short_by: int = 0,
     prefill_s: float = 0.0,
     spec_accept: float = 0.0,
+    text_only: bool = False,
 ) -> FastAPI:
     """`context_length`: prompts of that many tokens or more, or prompt + max_tokens above it,
     get SGLang's 400; `advertise` False keeps it out of /v1/models and /get_model_info (a server
@@ -61,7 +62,8 @@ def make_app(
     long, just before its first token, as SGLang's radix cache takes it once its prefill result
     is processed (requests arriving meanwhile miss it). `spec_accept`: a draft accepting that
     many tokens per verify step, counted as SGLang counts it (sglang:spec_verify_calls_total;
-    0: no draft, no counter)."""
+    0: no draft, no counter). `text_only`: a prompt of token ids gets the 422 sglang-router
+    0.3.2 answers (its OpenAI routes take a prompt as text only)."""
     app = FastAPI()
     count = {"n": 0}
     app.state.completions = count
@@ -137,6 +139,12 @@ def make_app(
         if fail_every and count["n"] % fail_every == 0:
             return JSONResponse({"error": {"code": 503, "message": "overloaded"}}, 503)
         ids = body["prompt"]
+        if text_only and isinstance(ids, list):
+            message = (
+                "Failed to deserialize the JSON body into the target type: prompt: data did not "
+                "match any variant of untagged enum StringOrArray at line 1 column 93"
+            )
+            return JSONResponse({"error": {"message": message, "code": 422}}, 422)
         if context_length and (
             len(ids) >= context_length or len(ids) + body["max_tokens"] > context_length
         ):

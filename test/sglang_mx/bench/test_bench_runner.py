@@ -118,3 +118,16 @@ def test_text_prompts_are_counted_by_the_clients_own_encoding(tiny_tokenizer):
         text = tokens.text(prompts[r.request_id])
         want = len(tiny_tokenizer.encode(text, add_special_tokens=False).ids)
         assert r.client_prompt_tokens == want
+
+
+def test_an_endpoint_refusing_token_ids_is_named_with_the_flag_that_sends_text(tiny_tokenizer):
+    # sglang-router 0.3.2 (PD mode, 2026-12-05) refuses a prompt of token ids with a 422; the
+    # failure names --send-text, and with it the same run succeeds
+    tokens = SegmentTokens(tiny_tokenizer)
+    spec = SPEC.with_overrides(num_requests=3, prime=False, hit_rate=0.0)
+    with serve_in_thread(make_app(FakeCache(), text_only=True)) as url:
+        ids = _run(url, spec, tokens)
+        text = _run(url, spec, tokens, send_ids=False)
+    assert ids.summary["errors"] == 3
+    assert all("HTTP 422" in r.error and "--send-text" in r.error for r in ids.results)
+    assert text.summary["errors"] == 0 and text.summary["completed"] == 3

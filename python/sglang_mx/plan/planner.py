@@ -157,16 +157,17 @@ def plan_sweep(
     """Sweep one layout over rates (or concurrencies); knee as bench's sweep.knee, knee_rate as
     plan.knee's interpolated crossing of the SLA's TTFT p95."""
     roof = dep.roofline(spec)
-    points = []
+    records = []
     for value, point_spec in zip(values, sweep_specs(spec, kind, values), strict=True):
         summary, _ = run_point(dep, generate(point_spec), slo)
         summary["roofline_output_tok_s"] = roof["output_tok_s"]
-        points.append(SweepPoint(value, RunSummary.from_dict(summary)).to_dict())
+        records.append(SweepPoint(value, RunSummary.from_dict(summary)))
+    points = [p.to_dict() for p in records]  # knee and knee_rate read the JSON form
     found = knee(points, slo)
     return LayoutSweep(
         layout=dep.layout.name,
         kind=kind,
-        points=tuple(SweepPoint.from_dict(p) for p in points),
+        points=tuple(records),
         knee=None if found is None else Knee.from_dict(found),
         slo=slo.ttft_p95_s,
         roofline=roof,

@@ -256,6 +256,9 @@ def _cmd_compare(args) -> int:
 
 
 AGENT_PROGRAMS = ("tool_agent", "review_forkjoin", "multiturn_chat")
+# Over the OpenAI chat route with tools (needs the server's --tool-call-parser); not in "all".
+TOOL_PROGRAMS = ("tool_calls",)
+TOOL_TURN_TOKENS = 128  # a turn holds reasoning and a call: at least this many tokens
 
 
 def _cmd_agents(args) -> int:
@@ -272,6 +275,10 @@ def _cmd_agents(args) -> int:
     rows = []
     for name in names:
         module = importlib.import_module(f"sglang_mx.bench.agents.{name}")
+        if name in TOOL_PROGRAMS:
+            rows.append(module.run(args.url.rstrip("/"), args.api_key, args.sessions,
+                                   max(args.max_tokens, TOOL_TURN_TOKENS)))  # fmt: skip
+            continue
         func = getattr(module, {"review_forkjoin": "review", "multiturn_chat": "chat"}.get(
             name, name))  # fmt: skip
         if args.api_key:
@@ -367,9 +374,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--url", required=True, help="provider (with --api-key) or SGLang base URL")
     p.add_argument("--api-key", help="provider key (sk-mx-...), sent as Authorization: Bearer")
-    p.add_argument("--program", choices=("all", *AGENT_PROGRAMS), default="all")
+    p.add_argument(
+        "--program",
+        choices=("all", *AGENT_PROGRAMS, *TOOL_PROGRAMS),
+        default="all",
+        help="all: the frontend-language programs; tool_calls: OpenAI tool calls in a loop "
+        "(the server needs --tool-call-parser glm47 --reasoning-parser glm45)",
+    )
     p.add_argument("--sessions", type=int, default=2, help="program runs (concurrent)")
-    p.add_argument("--max-tokens", type=int, default=8, help="tokens per gen() call")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=8,
+        help=f"tokens per gen() call (tool_calls: per turn, at least {TOOL_TURN_TOKENS})",
+    )
     p.add_argument("--context-chars", type=int, help="shared context length (program default)")
     p.add_argument("-o", "--out", help="also write the results as JSON here")
     p.set_defaults(func=_cmd_agents)

@@ -26,6 +26,12 @@ COMPLETION_TYPED: Typed = {
 }
 # SGLang's reasoning tiers (ReasoningEffortTier in its OpenAI protocol) that OpenAI documents.
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# OpenRouter's `reasoning` request object (its reasoning-tokens guide) and what is not served.
+REASONING_KEYS = ("enabled", "effort", "max_tokens", "exclude")
+REASONING_REFUSED = {
+    "max_tokens": "a reasoning token budget is not served; cap the turn with `max_tokens`",
+    "exclude": "reasoning is always returned (as `reasoning` and `reasoning_content`)",
+}
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:
@@ -119,6 +125,52 @@ def _check_refused(body: dict[str, Any], refused: dict[str, str]) -> None:
             raise bad_request(f"`{name}`: {why}", "unsupported_parameter")
 
 
+def _thinking(body: dict[str, Any]) -> bool | None:
+    """Whether the request asks the model to think: OpenRouter's `reasoning` object (`enabled`,
+    or `effort` "none" for off) or SGLang's `chat_template_kwargs.enable_thinking`; None when it
+    says nothing (the model's default: GLM thinks when offered tools)."""
+    said: list[bool] = []
+    reasoning = body.get("reasoning")
+    if reasoning is not None:
+        if not isinstance(reasoning, dict) or set(reasoning) - set(REASONING_KEYS):
+            raise bad_request(
+                f"`reasoning` must be an object with keys from {REASONING_KEYS}",
+                "invalid_parameter",
+            )
+        for name, why in REASONING_REFUSED.items():
+            if reasoning.get(name) not in (None, False):
+                raise bad_request(f"`reasoning.{name}`: {why}", "unsupported_parameter")
+        enabled, effort = reasoning.get("enabled"), reasoning.get("effort")
+        if enabled is not None and not isinstance(enabled, bool):
+            raise bad_request("`reasoning.enabled` must be a boolean", "invalid_parameter")
+        if effort is not None and effort not in REASONING_EFFORTS:
+            raise bad_request(
+                f"`reasoning.effort` must be one of {REASONING_EFFORTS}", "invalid_parameter"
+            )
+        if enabled is not None:
+            said.append(enabled)
+        if effort is not None:
+            said.append(effort != "none")
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None:
+        if not isinstance(kwargs, dict) or set(kwargs) - {"enable_thinking"}:
+            raise bad_request(
+                "`chat_template_kwargs` may only hold `enable_thinking`", "invalid_parameter"
+            )
+        if "enable_thinking" in kwargs:
+            if not isinstance(kwargs["enable_thinking"], bool):
+                raise bad_request(
+                    "`chat_template_kwargs.enable_thinking` must be a boolean",
+                    "invalid_parameter",
+                )
+            said.append(kwargs["enable_thinking"])
+    if len(set(said)) > 1:
+        raise bad_request(
+            "the request both asks for reasoning and turns it off", "invalid_parameter"
+        )
+    return said[0] if said else None
+
+
 def apply_chat(body: dict[str, Any], out: dict[str, Any]) -> None:
     """Check Chat Completions' own fields and copy the forwarded ones into `out`."""
     _check_refused(body, CHAT_REFUSED)
@@ -132,6 +184,9 @@ def apply_chat(body: dict[str, Any], out: dict[str, Any]) -> None:
                 f"`reasoning_effort` must be one of {REASONING_EFFORTS}", "invalid_parameter"
             )
         out["reasoning_effort"] = effort
+    thinking = _thinking(body)
+    if thinking is not None:
+        out["chat_template_kwargs"] = {"enable_thinking": thinking}
     _check_unused(body, CHAT_UNUSED)
 
 

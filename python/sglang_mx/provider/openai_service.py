@@ -26,6 +26,15 @@ ENDPOINTS = {
 }
 
 
+def mirror_reasoning(choices: Any, part: str) -> None:
+    """OpenRouter's `reasoning` beside SGLang's `reasoning_content` in each choice's message
+    (unary) or delta (stream), the same text, so clients reading either name get it."""
+    for choice in choices if isinstance(choices, list) else ():
+        body = choice.get(part) if isinstance(choice, dict) else None
+        if isinstance(body, dict) and body.get("reasoning_content") is not None:
+            body.setdefault("reasoning", body["reasoning_content"])
+
+
 class OpenAIService:
     def __init__(self, provider: Provider) -> None:
         self.p = provider
@@ -59,6 +68,7 @@ class OpenAIService:
         p.metrics.ttft.labels(ctx.model.id).observe(time.perf_counter() - ctx.t0)
         p.finish(ctx, "ok")
         data["usage"] = counts.billed(ctx.model)
+        mirror_reasoning(data.get("choices"), "message")
         data["model"] = ctx.model.id
         data["id"] = ctx.rid
         data["provider"] = "sglang-mx"
@@ -80,6 +90,7 @@ class OpenAIStreamRelay(StreamRelay):
         if not chunk.get("choices"):
             return None  # upstream's own usage-only chunk; ours comes last
         chunk["model"], chunk["id"] = self.ctx.model.id, self.ctx.rid
+        mirror_reasoning(chunk["choices"], "delta")
         return sse(chunk)
 
     def closing(self) -> list[bytes]:

@@ -240,3 +240,67 @@ def test_validation_strips_internal_fields(tmp_path: Path) -> None:
     out = validate_chat(body, models).upstream_body
     assert not {"rid", "cache_salt", "lora_path"} & set(out)
     assert out["temperature"] == 0.5 and out["max_tokens"] == 10
+
+
+THINKING = [
+    ({"reasoning": {"enabled": False}}, False),
+    ({"reasoning": {"effort": "none"}}, False),
+    ({"reasoning": {"effort": "high"}}, True),
+    ({"reasoning": {"enabled": True, "exclude": False}}, True),
+    ({"chat_template_kwargs": {"enable_thinking": False}}, False),
+    ({"reasoning": {"enabled": True}, "chat_template_kwargs": {"enable_thinking": True}}, True),
+    ({}, None),
+]
+
+
+@pytest.mark.parametrize("fields,thinking", THINKING)
+def test_reasoning_request_maps_to_enable_thinking(tmp_path: Path, fields, thinking) -> None:
+    models = load_pricing(_pricing(tmp_path))
+    body = {"model": "mx/m", "messages": [{"role": "user", "content": "x"}], **fields}
+    out = validate_chat(body, models).upstream_body
+    if thinking is None:
+        assert "chat_template_kwargs" not in out and "reasoning" not in out
+    else:
+        assert out["chat_template_kwargs"] == {"enable_thinking": thinking}
+
+
+BAD_REASONING = [
+    ({"reasoning": "high"}, "invalid_parameter", "reasoning"),
+    ({"reasoning": {"effort": "max"}}, "invalid_parameter", "reasoning.effort"),
+    ({"reasoning": {"enabled": "yes"}}, "invalid_parameter", "reasoning.enabled"),
+    ({"reasoning": {"budget": 5}}, "invalid_parameter", "reasoning"),
+    ({"reasoning": {"max_tokens": 512}}, "unsupported_parameter", "reasoning.max_tokens"),
+    ({"reasoning": {"exclude": True}}, "unsupported_parameter", "reasoning.exclude"),
+    ({"chat_template_kwargs": {"tools": []}}, "invalid_parameter", "chat_template_kwargs"),
+    ({"chat_template_kwargs": {"enable_thinking": 1}}, "invalid_parameter", "enable_thinking"),
+    (
+        {"reasoning": {"enabled": False}, "chat_template_kwargs": {"enable_thinking": True}},
+        "invalid_parameter",
+        "turns it off",
+    ),
+]
+
+
+@pytest.mark.parametrize("fields,reason,named", BAD_REASONING)
+def test_reasoning_request_refusals_name_the_field(tmp_path: Path, fields, reason, named) -> None:
+    models = load_pricing(_pricing(tmp_path))
+    body = {"model": "mx/m", "messages": [{"role": "user", "content": "x"}], **fields}
+    with pytest.raises(ProviderError) as info:
+        validate_chat(body, models)
+    assert info.value.status == 400 and info.value.reason == reason
+    assert named in info.value.message
+
+
+def test_reasoning_mirrored_under_openrouters_name() -> None:
+    from sglang_mx.provider.openai_service import mirror_reasoning
+
+    choices = [
+        {"delta": {"reasoning_content": "think", "content": None}},
+        {"delta": {"content": "x"}},
+        {"delta": {"reasoning_content": "a", "reasoning": "kept"}},
+    ]
+    mirror_reasoning(choices, "delta")
+    assert choices[0]["delta"]["reasoning"] == "think"
+    assert "reasoning" not in choices[1]["delta"]
+    assert choices[2]["delta"]["reasoning"] == "kept"
+    mirror_reasoning(None, "message")  # an upstream reply without choices is left alone

@@ -31,7 +31,7 @@ def versions() -> dict[str, str]:
     from importlib.metadata import version
 
     out = {"python": platform.python_version()}
-    for pkg in ("sglang", "sglang-router", "fastapi", "uvicorn", "httpx", "torch"):
+    for pkg in ("sglang", "smg", "fastapi", "uvicorn", "httpx", "torch"):
         try:
             out[pkg] = version(pkg)
         except Exception:  # noqa: BLE001 - a missing package is recorded, not fatal

@@ -80,7 +80,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                               strict=True):  # fmt: skip
         ax.bar(names, [r[key] for r in rows], color=["tab:green", "tab:gray"])
         ax.set_title(label, fontsize=9)
-    fig.suptitle(f"sglang-router, 2 workers, {result['meta']['hardware']}", fontsize=8)
+    fig.suptitle(f"smg, 2 workers, {result['meta']['hardware']}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 

@@ -13,7 +13,7 @@ What runs, as a platform engineer would type it (the commands are in the record)
    time (`--concurrency 1`: the lowest load there is), one shared 12k-token prefix, primed.
 3. `--pd`: the same workload through prefill/decode disaggregation instead: a prefill and a
    decode `sglang-mx serve` (KV moved by Mooncake's transfer engine over TCP on loopback, as
-   scripts/launch/pd_topology.sh starts them) behind sglang-router in PD mode; FP8 KV on both
+   scripts/launch/pd_topology.sh starts them) behind smg in PD mode; FP8 KV on both
    sides, no draft (EAGLE on a PD decode side is not what this run checks).
 4. Optionally (`--verify N`, single server) `sglang-mx bench verify` of the 2,626 tok/s claim
    at the claim's own shape and rate over its first N requests, `--hardware CPU`: not scaled,
@@ -251,9 +251,9 @@ def main() -> None:
         common = ["--url", url, "--tokenizer", str(model), "--page-size", "64", "--warmup", "0",
                   "--no-progress"]  # fmt: skip
         if args.pd:
-            # sglang-router 0.3.2's OpenAI routes take a prompt as a string or strings, not token
-            # ids (422 "prompt: data did not match any variant of untagged enum StringOrArray",
-            # 2026-12-05): through the router, bench sends the decoded text
+            # smg's OpenAI routes (as sglang-router 0.3.2's) take a prompt as a string or strings,
+            # not token ids (400 "prompt: data did not match any variant of untagged enum
+            # StringOrArray", smg 1.13, 2026-12-06): through the gateway, bench sends the text
             common.append("--send-text")
         bench = [*MX, "bench", "run", "--workload", "production-20k-1k-60",
                  "--num-requests", str(args.num_requests), "--prefix-groups", "1",

@@ -1,4 +1,4 @@
-"""Fault counts for the CPU PD topology, recorded: provider -> sglang-router (PD) -> one prefill
+"""Fault counts for the CPU PD topology, recorded: provider -> smg (PD) -> one prefill
 and one decode server of the default tiny GLM-5 (Mooncake over TCP, both sides sharing the cores,
 both supervised). Each round kills one side (SIGKILL of its process group) while `--streams`
 streamed requests are decoding, then sends a request every 2 s until one completes; counts
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sides_env": FAULT_ENV,
             },
         ),  # fmt: skip
-        "what": "PD sides killed under streaming load through provider and sglang-router",
+        "what": "PD sides killed under streaming load through provider and smg",
         "command": "python scripts/record_pd_faults.py " + " ".join(sys.argv[1:]),
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "topology_start_s": round(start_s, 1),

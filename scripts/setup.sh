@@ -71,6 +71,24 @@ if [[ $ld_cache != *libjemalloc.so.2* ]] && [ "$(id -u)" = 0 ] && command -v apt
     || { apt-get update -q > /dev/null && apt-get install -y -q libjemalloc2 > /dev/null; } \
     || echo "setup: could not install libjemalloc2; CPU servers run on glibc's malloc" >&2
 fi
+# The provider's shared store and load balancer (docs/provider.md, topology): the suite starts a
+# throwaway PostgreSQL cluster as the `postgres` user and provider_topology.sh puts HAProxy in
+# front of PROVIDERS=N replicas. Debian's packages; the binaries live in
+# /usr/lib/postgresql/<version>/bin, not on PATH.
+if ! { ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1 && command -v haproxy > /dev/null; } \
+    && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  pkgs="postgresql haproxy"
+  apt-get install -y -q --no-install-recommends $pkgs > /dev/null \
+    || { apt-get update -q > /dev/null && apt-get install -y -q --no-install-recommends $pkgs > /dev/null; } \
+    || echo "setup: could not install $pkgs; the provider's PostgreSQL tests will fail" >&2
+fi
+# OpenRouter's TypeScript SDK for the provider's node check (test_openrouter_sdk.py; skipped
+# without it), into the venv, where npm is present and reachable.
+if command -v npm > /dev/null && [ ! -e "$VENV/node/node_modules/@openrouter/sdk/package.json" ]; then
+  npm install --prefix "$VENV/node" --no-audit --no-fund --ignore-scripts -q \
+    "@openrouter/sdk@1.3.19" > /dev/null \
+    || echo "setup: npm could not install @openrouter/sdk; its provider check is skipped" >&2
+fi
 "$VENV/bin/python" - <<'PY'
 import torch, sglang, triton
 assert not torch.version.cuda, f"expected CPU torch, got CUDA {torch.version.cuda}"

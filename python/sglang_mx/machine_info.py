@@ -16,7 +16,7 @@ _PACKAGES = (
     "torch",
     "triton",
     "transformers",
-    "sglang-router",
+    "smg",
 )
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Two TP4/EP4 engines with EAGLE 5/1/6 (GPUs 0-3 and 4-7) behind sglang-router with cache-aware
-# routing, so a shared prefix keeps landing on the replica that holds it (flags: `sglang-mx
-# recipe mi355x-tp4x2-router`). One engine's flag set ran on the CPU box scaled to TP2/EP2
+# Two TP4/EP4 engines with EAGLE 5/1/6 (GPUs 0-3 and 4-7) behind smg (SGLang Model Gateway) with
+# cache-aware routing, so a shared prefix keeps landing on the replica that holds it (flags:
+# `sglang-mx recipe mi355x-tp4x2-router`). One engine's flag set ran on the CPU box scaled to TP2/EP2
 # (test_layouts.py), HiCache dropped; the router in front of CPU replicas is
 # provider_topology.sh. Never run on an MI355X here.
 set -euo pipefail
@@ -17,5 +17,5 @@ for i in 0 1; do
   pids+=("$!")
 done
 trap 'kill "${pids[@]}"' EXIT
-python -m sglang_router.launch_router --host "$HOST" --port "$PORT" "${ROUTER_ARGS[@]}" \
+smg launch --host "$HOST" --port "$PORT" "${ROUTER_ARGS[@]}" \
   --worker-urls "http://127.0.0.1:$((PORT + 1))" "http://127.0.0.1:$((PORT + 2))"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# provider -> sglang-router (PD mode) -> 1 prefill + 1 decode SGLang server, all on one host, KV
-# moved by Mooncake's transfer engine over TCP (docs/scale-out.md).
+# provider -> SGLang Model Gateway (smg, PD mode) -> 1 prefill + 1 decode SGLang server, all on
+# one host, KV moved by Mooncake's transfer engine over TCP (docs/scale-out.md).
 # Usage: scripts/launch/pd_topology.sh MODEL_PATH PRICING_JSON [EXTRA SGLANG ARGS...]
 # Env: PREFILL_PORT (30000), DECODE_PORT (30001), BOOTSTRAP_PORT (8998: the prefill's KV bootstrap
-#      server), ROUTER_PORT (29000), PROVIDER_PORT (8080), DB (provider.sqlite), HOST (127.0.0.1).
+#      server), ROUTER_PORT (29000), ROUTER_METRICS_PORT (ROUTER_PORT + 1), PROVIDER_PORT (8080),
+#      DB (provider.sqlite), HOST (127.0.0.1).
 # Needs the transfer engine `make setup` installs (with libibverbs1/librdmacm1). Each side asks
 # for half of this box's cores (SGLANG_CPU_OMP_THREADS_BIND; SGLang 0.5.23 binds by it only on
 # CPUs with AMX or on arm64), as if on its own node; the suite runs
@@ -51,7 +52,12 @@ for port in "$PREFILL_PORT" "$DECODE_PORT"; do
   echo "http://$HOST:$port ready"
 done
 
-$PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --pd-disaggregation \
+# The suite's gateway flags (sglang_mx/provider/launch.py router_flags: health every 2 s, retries
+# that outlast a dead side's detection, 300 s per request); its metrics listener off 29000, the
+# default ROUTER_PORT. smg's PD mode takes prompts as text on its OpenAI routes, not token ids.
+read -r -a router_flags <<< "$($PY -m sglang_mx.provider.launch router-flags)"
+$PY -m smg launch --host "$HOST" --port "$ROUTER_PORT" --pd-disaggregation "${router_flags[@]}" \
+  --prometheus-host "$HOST" --prometheus-port "${ROUTER_METRICS_PORT:-$((ROUTER_PORT + 1))}" \
   --prefill "http://$HOST:$PREFILL_PORT" "$BOOTSTRAP_PORT" --decode "http://$HOST:$DECODE_PORT" \
   > router.log 2>&1 &
 pids+=($!)

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# provider -> sglang-router (cache_aware) -> N SGLang workers, all on one host.
+# provider -> SGLang Model Gateway (smg, cache_aware) -> N SGLang workers, all on one host.
 # Usage: scripts/launch/provider_topology.sh MODEL_PATH PRICING_JSON [N_WORKERS] [EXTRA SGLANG ARGS...]
-# Env: BASE_PORT (30000), ROUTER_PORT (29000), PROVIDER_PORT (8080), DB (provider.sqlite),
-#      POLICY (cache_aware), HOST (127.0.0.1). Ctrl-C stops everything it started.
+# Env: BASE_PORT (30000), ROUTER_PORT (29000), ROUTER_METRICS_PORT (ROUTER_PORT + 1),
+#      PROVIDER_PORT (8080), DB (provider.sqlite; `postgres`: a throwaway local PostgreSQL;
+#      or a postgresql:// URL), PROVIDERS (1; N > 1: N replicas on the DB's PostgreSQL behind
+#      HAProxy on PROVIDER_PORT), PG_DIR, POLICY (cache_aware), HOST (127.0.0.1),
+#      ROUTER_ARGS (more smg flags; those whose job the provider or the workers own are refused,
+#      docs/scale-out.md "Layers"). Ctrl-C stops everything it started.
 set -euo pipefail
 MODEL=${1:?model path}; PRICING=${2:?pricing json}; N=${3:-2}; shift $(( $# < 3 ? $# : 3 ))
 BASE_PORT=${BASE_PORT:-30000}; ROUTER_PORT=${ROUTER_PORT:-29000}; PROVIDER_PORT=${PROVIDER_PORT:-8080}
 DB=${DB:-provider.sqlite}; POLICY=${POLICY:-cache_aware}; HOST=${HOST:-127.0.0.1}
 PY=${PYTHON:-python}
 source "$(dirname "$0")/provider_front.sh"
+read -r -a extra_router_args <<< "${ROUTER_ARGS:-}"
+# Before anything starts: an smg flag whose job the provider or the workers own is refused.
+$PY -m sglang_mx.provider.launch check-router-args "${extra_router_args[@]}"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 
@@ -27,10 +34,13 @@ for u in "${urls[@]}"; do
   echo "worker $u ready"
 done
 
-# The suite's router flags (health every 2 s, so a dead worker is dropped in seconds).
+# The suite's gateway flags (sglang_mx/provider/launch.py router_flags: health every 2 s so a
+# dead worker is dropped in seconds, retries that outlast that detection, 300 s per request).
 read -r -a router_flags <<< "$($PY -m sglang_mx.provider.launch router-flags)"
-$PY -m sglang_router.launch_router --host "$HOST" --port "$ROUTER_PORT" --policy "$POLICY" \
-  "${router_flags[@]}" --worker-urls "${urls[@]}" > router.log 2>&1 &
+# --prometheus-port: smg's metrics listener, 29000 by default, is ROUTER_PORT's default here.
+$PY -m smg launch --host "$HOST" --port "$ROUTER_PORT" --policy "$POLICY" "${router_flags[@]}" \
+  --prometheus-host "$HOST" --prometheus-port "${ROUTER_METRICS_PORT:-$((ROUTER_PORT + 1))}" \
+  "${extra_router_args[@]}" --worker-urls "${urls[@]}" > router.log 2>&1 &
 pids+=($!)
 router_ready "$POLICY"
 start_provider

@@ -4,7 +4,11 @@ pass, and the record of every run of one build (issue 42).
 - `freeze(folder, prediction)` writes the prediction to a file of its own (never overwritten:
   the name carries the time, the file is opened exclusively) and returns its sha256 and time;
   the run's record keeps them, so the prediction it is judged against can be checked byte for
-  byte against what existed before the sweep started.
+  byte against what existed before the sweep started (`verify`), and the run judged against
+  exactly that prediction (`judged_as_frozen`);
+- `written_before_sweep(record)`: whether the prediction's time precedes the sweep's first
+  request, as far as the two stamps can order them (runs before 2026-12-06 stamped both to the
+  second; from then on to the microsecond, and the first request's time is recorded).
 - `gate(...)` replays a fit on its own calibration points: a fit whose RMS relative error there
   exceeds FIT_GATE_RMS has failed, and the prediction built on it says so.
 - `collect(folder, commit)` gathers every run record of one commit: each run's knee error, their
@@ -26,7 +30,8 @@ FIT_GATE_RMS = 0.25
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    """UTC, to the microsecond: two stamps a few ms apart must still be ordered."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def freeze(folder: Path, prediction: dict) -> dict:
@@ -50,6 +55,33 @@ def verify(record: dict) -> bool:
     pre = record["preregistration"]
     data = Path(pre["prediction_file"]).read_bytes()
     return hashlib.sha256(data).hexdigest() == pre["prediction_sha256"]
+
+
+def judged_as_frozen(record: dict) -> bool:
+    """Whether the prediction the run judged (record["prediction"]) is the frozen file's."""
+    data = Path(record["preregistration"]["prediction_file"]).read_bytes()
+    return json.loads(data) == record["prediction"]
+
+
+def _stamp(text: str) -> tuple[_dt.datetime, _dt.timedelta]:
+    """A stamp and its resolution: isoformat truncates, so the moment lies in [t, t + res)."""
+    clock = text.split("T", 1)[1]
+    res = _dt.timedelta(microseconds=1) if "." in clock else _dt.timedelta(seconds=1)
+    return _dt.datetime.fromisoformat(text), res
+
+
+def written_before_sweep(record: dict) -> bool | None:
+    """True when the prediction was written before the sweep's first request (the recorded
+    `first_request_at`, else `sweep_started_at`, taken after the prediction was frozen and before
+    the first rate), False when after, None when the stamps cannot order them: both to the second
+    and equal, as in every run before 2026-12-06 (those show only that it was not later)."""
+    w, w_res = _stamp(record["preregistration"]["written_at"])
+    f, f_res = _stamp(record.get("first_request_at") or record["sweep_started_at"])
+    if w + w_res <= f:
+        return True
+    if w >= f + f_res:
+        return False
+    return None
 
 
 def rms_rel(measured: list[float], fitted: list[float]) -> float:
@@ -95,7 +127,11 @@ def collect(folder: Path, commit: str | None = None) -> dict:
         if rec.get("commit") != commit:
             stale.append({"file": path.name, "commit": rec.get("commit")})
             continue
-        runs.append(rec["summary"] | {"file": path.name, "prediction_intact": verify(rec)})
+        checks = {
+            "prediction_intact": verify(rec),
+            "written_before_sweep": written_before_sweep(rec),
+        }
+        runs.append(rec["summary"] | {"file": path.name, **checks})
     errs = [r["knee_rate_err"] for r in runs if r["knee_rate_err"] is not None]
     finite = [e for e in errs if math.isfinite(e)]
     return {

@@ -64,6 +64,9 @@ RUNS = Path("docs/results/planner-validation-pd-cpu")  # prediction-*.json and r
 # prompt's first token within 1 s at p95, an interactive bound for this workload, ~4-10x a lone
 # request's TTFT through the PD pair on this box (0.1-0.25 s).
 SLA_TTFT_P95_S = 1.0
+# What a run's result depends on: the product, the kernels and the lab (the planner's fits and
+# this script live in lab/ since 2026-12-03); a change in any makes the committed runs stale.
+CODE_PATHS = ("python", "sgl-kernel-rocm", "lab")
 PRIMARY = "PD-calibrated"  # the build whose knee error is the headline, named before any run
 LONE_LENS = (64, 448)  # handoff fit: two prompt lengths; prompt + output stay under 512
 LONE_REPEATS = 5
@@ -355,6 +358,8 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
         wait_quiet(args.quiet_load, args.quiet_wait_s, args.waits, f"rate {rate}")
         load[f"rate {rate} start"] = loadavg()
         flush(*urls)
+        if "first_request_at" not in result:  # to the microsecond, just before its first send
+            result["first_request_at"] = preregister.now()
         return measure_point(point, cfg, tokens, slo_s)
 
     measured = sweep_rates(rates, spec, measure)
@@ -374,6 +379,7 @@ def _validate(cfg, urls, model_dir, tokens, cal, first, load, args, t_start) -> 
             "summary": {
                 "sweep_started_at": sweep_started_at,
                 "prediction_written_at": pre["written_at"],
+                "first_request_at": result["first_request_at"],
                 "knee_rate_pred": c["knee_rate_pred"],
                 "knee_rate_meas": c["knee_rate_meas"],
                 "knee_rate_err": c["knee_rate_err"],
@@ -400,14 +406,15 @@ def _collect(args) -> int:
 
     record = preregister.collect(args.runs_dir)
     ran = str(record["commit"]).removesuffix("+dirty")
-    code = ["python", "sgl-kernel-rocm"]
-    diff = subprocess.run(["git", "diff", "--quiet", ran, "HEAD", "--", *code], capture_output=True)
+    diff = subprocess.run(["git", "diff", "--quiet", ran, "HEAD", "--", *CODE_PATHS],
+                          capture_output=True)  # fmt: skip
     record |= {
         "what": "the PD planner check, pre-registered: each run's prediction frozen "
         "(prediction-*.json, sha256 in the run) before its sweep; the knee judged at a fixed "
         f"SLA; headline = the {PRIMARY} build's knee error over every run of one commit",
         "target": "knee within 25% of the measured knee",
         "code_unchanged_since_runs": diff.returncode == 0,
+        "code_paths": list(CODE_PATHS),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1, default=str))

@@ -1,7 +1,7 @@
 """Prefill/decode disaggregation on one box: a prefill and a decode SGLang server, each with our
 plugin and under a supervisor (restarted when killed), KV moved between them by Mooncake's
 transfer engine over TCP on loopback (docs/scale-out.md). sglang_mx.provider.launch
-.pd_router_process puts sglang-router's PD mode in front."""
+.pd_router_process puts smg's (SGLang Model Gateway) PD mode in front."""
 
 from __future__ import annotations
 

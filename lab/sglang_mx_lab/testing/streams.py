@@ -61,7 +61,7 @@ def stream_chat(
                         out["error"] = event["error"]
                     elif event.get("usage"):
                         out["usage"] = event["usage"]
-                    else:
+                    elif _carries_output(event):
                         out["chunks"] += 1
                         progress = time.monotonic()
                         if on_chunk is not None:
@@ -70,6 +70,18 @@ def stream_chat(
         out["error"] = repr(e)
     out["elapsed"] = time.monotonic() - t0
     return out
+
+
+def _carries_output(event: dict[str, Any]) -> bool:
+    """A chunk with generated output (text, reasoning or a tool call), not the role-only opener
+    SGLang sends first ({"role": "assistant", "content": ""}) nor a finish-only chunk: those
+    carry no token, and counting them made a broken stream's chunks exceed its tokens."""
+    for choice in event.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if choice.get("text") or any(delta.get(k) for k in ("content", "reasoning_content",
+                                                           "reasoning", "tool_calls")):  # fmt: skip
+            return True
+    return False
 
 
 def _openai_error(text: str) -> bool:
@@ -104,7 +116,11 @@ def count(results: Iterable[dict[str, Any]], bound_s: float) -> dict[str, int]:
 
 def ledger_problems(db: Path, results: Iterable[dict[str, Any]], max_tokens: int) -> list[str]:
     """Each request with a provider id has exactly one settled ledger row (none pending); a
-    completed one is billed its usage's cost and tokens, a failed one at most max_tokens."""
+    completed one is billed its usage's cost and tokens; a failed one at most max_tokens and at
+    least the content chunks its client received (each carries one token or more: SGLang sends
+    the tokens of several steps as one chunk when its reader is slow, so a chunk count bounds the
+    tokens from below only; the client cannot count them exactly, as the provider keeps the
+    upstream's per-chunk usage to itself)."""
     from sglang_mx.provider.ledger import Ledger
 
     rows = Ledger(db).rows()
@@ -127,4 +143,7 @@ def ledger_problems(db: Path, results: Iterable[dict[str, Any]], max_tokens: int
                 problems.append(f"{r['rid']}: billed {row.cost} vs usage cost {cost}")
         elif row.status == "ok" or row.completion_tokens > max_tokens:
             problems.append(f"{r['rid']}: failed, row {row.status}/{row.completion_tokens}")
+        elif row.completion_tokens < r["chunks"]:
+            problems.append(f"{r['rid']}: failed, billed {row.completion_tokens} tokens for the "
+                            f"{r['chunks']} chunks its client received")  # fmt: skip
     return problems

@@ -2,7 +2,8 @@
 
 - schedule lag: per request, actual send time minus intended send time (its arrival in an
   open-loop trace; the moment it became free to go in a closed loop: a concurrency slot or its
-  previous turn), p50 / p99 / max;
+  previous turn), min / p50 / p99 / max; a send more than EARLY_LIMIT_S before it was due is
+  early (a closed loop once sent before the shared t0), and one early send flags the run;
 - event-loop lag: a probe task that asks to sleep PROBE_S and records how late it woke (every
   parsed SSE chunk and JSON body runs on that one loop, so a late probe is a busy client);
 - client CPU: each load process's CPU seconds over the run's wall seconds (1.0 = one core); a
@@ -11,9 +12,9 @@
 A run is flagged client-bound when its schedule lag p99 exceeds LAG_LIMIT_S, its event-loop lag
 p99 exceeds LOOP_LAG_LIMIT_S (looser: a server in the client's own process, as in the tests,
 holds the GIL for ms at a time without delaying sends much), the client used more than
-CPU_LIMIT of a core, or (given a calibration, calibrate.py) its request or streamed-token rate
-came within NEAR_CEILING of the client's measured ceiling. A flagged run measured the client
-as much as the server."""
+CPU_LIMIT of a core, any request went out early, or (given a calibration, calibrate.py) its
+request or streamed-token rate came within NEAR_CEILING of the client's measured ceiling. A
+flagged run measured the client as much as the server."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ LAG_LIMIT_S = 0.010
 LOOP_LAG_LIMIT_S = 0.050
 CPU_LIMIT = 0.90
 NEAR_CEILING = 0.80
+# From the clocks, not from a run: a request is sent once the loop wakes its timer, which asyncio
+# fires at most the clock's resolution early (1 ns on Linux; the loop's clock and perf_counter
+# are both CLOCK_MONOTONIC), so a lag below -1 ms is a send before its time, never noise.
+EARLY_LIMIT_S = 0.001
 
 
 class Background:
@@ -83,6 +88,7 @@ class CpuClock:
 
 def _dist(values: Sequence[float]) -> dict:
     return {
+        "min": min(values) if values else float("nan"),
         "p50": percentile(values, 50),
         "p99": percentile(values, 99),
         "max": max(values) if values else float("nan"),
@@ -142,6 +148,13 @@ def selfcheck(
     reasons = []
     if sched["n"] and sched["p99"] > LAG_LIMIT_S:
         reasons.append(f"schedule lag p99 {sched['p99'] * 1e3:.1f} ms > {LAG_LIMIT_S * 1e3:.0f} ms")
+    early = [x for x in lags if x < -EARLY_LIMIT_S]
+    if early:
+        reasons.append(
+            f"{len(early)} of {len(lags)} requests sent early (schedule lag min "
+            f"{sched['min'] * 1e3:.1f} ms < -{EARLY_LIMIT_S * 1e3:.0f} ms): the load generator "
+            "ran ahead of its schedule"
+        )
     if loop["n"] and loop["p99"] > LOOP_LAG_LIMIT_S:
         reasons.append(
             f"event-loop lag p99 {loop['p99'] * 1e3:.1f} ms > {LOOP_LAG_LIMIT_S * 1e3:.0f} ms"
@@ -162,6 +175,7 @@ def selfcheck(
                 )
     return {
         "schedule_lag_s": sched,
+        "early_sends": len(early),
         "loop_lag_s": loop,
         "client_cpu_s": sum(cpu_s),
         "wall_s": wall_s,

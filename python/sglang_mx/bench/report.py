@@ -148,7 +148,8 @@ def checks_lines(points: list[dict]) -> list[str]:
         if c:
             lag = c["schedule_lag_s"]
             lines.append(
-                f"  - load generator: schedule lag p50 {fmt_number(lag['p50'] * 1e3)} / p99 "
+                f"  - load generator: schedule lag min {fmt_number(lag.get('min', math.nan) * 1e3)}"
+                f" / p50 {fmt_number(lag['p50'] * 1e3)} / p99 "
                 f"{fmt_number(lag['p99'] * 1e3)} ms, loop lag p99 "
                 f"{fmt_number(c['loop_lag_s']['p99'] * 1e3)} ms, "
                 f"client CPU {c['client_cpu_fraction']:.0%} of a core"

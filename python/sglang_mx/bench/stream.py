@@ -29,11 +29,12 @@ def request_body(cfg, model: str, prompt, max_tokens: int, stream: bool, text: s
 
 def refusal(cfg, status: int, detail: str) -> str:
     """A refused request's error; where token ids were sent and the body's prompt was refused
-    (sglang-router 0.3.2's OpenAI routes take a prompt as text only: HTTP 422 "prompt: data did
-    not match any variant of untagged enum StringOrArray"), it names the flag that sends text."""
+    (smg 1.13's OpenAI routes, as sglang-router 0.3.2's did, take a prompt as text only: HTTP 400
+    "prompt: data did not match any variant of untagged enum StringOrArray"; 422 on 0.3.2), it
+    names the flag that sends text."""
     out = f"HTTP {status}: {detail}"
     if cfg.send_ids and cfg.api != "chat" and status in (400, 422) and "prompt" in detail:
-        out += " (this endpoint refuses token-id prompts, as sglang-router does: --send-text)"
+        out += " (this endpoint refuses token-id prompts, as smg does: --send-text)"
     return out
 
 

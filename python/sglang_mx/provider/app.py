@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from sglang_mx.provider import listing
 from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import ProviderError, bad_request, error_body
+from sglang_mx.provider.generations import GenerationLog
 from sglang_mx.provider.hotpath import (
     COMPLETION_ROUTES,
     CompletionFront,
@@ -23,6 +24,7 @@ from sglang_mx.provider.hotpath import (
 from sglang_mx.provider.native_routes import MODEL_INFO_ROUTES
 from sglang_mx.provider.native_service import NativeService
 from sglang_mx.provider.openai_service import OpenAIService
+from sglang_mx.provider.openrouter_routes import add_openrouter_routes
 from sglang_mx.provider.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,8 @@ log = logging.getLogger(__name__)
 
 def build_app(settings: ProviderSettings) -> CompletionFront:
     provider = Provider(settings)
-    openai = OpenAIService(provider)
+    generations = GenerationLog(provider.ledger.db)  # stats for GET /api/v1/generation
+    openai = OpenAIService(provider, generations)
     native = NativeService(provider)  # SGLang's native routes for sgl.RuntimeEndpoint
 
     @asynccontextmanager
@@ -97,6 +100,8 @@ def build_app(settings: ProviderSettings) -> CompletionFront:
     # methods and for anyone mounting the bare FastAPI app.
     for path in COMPLETION_ROUTES:
         app.add_route(path, completion, methods=["POST"])
+
+    add_openrouter_routes(app, provider, generations)  # /api/v1: OpenRouter's client API
 
     async def native_model_info(request: Request) -> dict:
         return native.model_info(request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from sglang_mx.provider import keys_cli
+from sglang_mx.provider import db_cli, keys_cli
 from sglang_mx.provider.settings import KEEPALIVE_FRAMES
 
 REQUIRED_TO_SERVE = ("upstream", "pricing", "db")
@@ -22,7 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # them before the keys action too).
     p.add_argument("--upstream", help="SGLang server or router URL (required)")
     p.add_argument("--pricing", help="pricing JSON file or directory of them (required)")
-    p.add_argument("--db", help="SQLite file for keys and the ledger (required)")
+    p.add_argument(
+        "--db",
+        help="keys, ledger and limits: an SQLite file (one process), or a postgresql:// URL "
+        "shared by several replicas (required)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument(
@@ -55,10 +59,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--default-rpm", type=int, default=60)
     p.add_argument("--default-tpm", type=int, default=100_000)
+    p.add_argument(
+        "--replica-lease-s",
+        type=float,
+        default=10.0,
+        help="PostgreSQL store: a replica silent this long is dead; its in-flight rows are "
+        "settled by the others",
+    )
+    p.add_argument(
+        "--db-sync-commit",
+        action="store_true",
+        help="PostgreSQL store: wait for each commit's fsync (default: asynchronous commit, "
+        "like SQLite's synchronous=NORMAL)",
+    )
     p.add_argument("--log-level", default="warning")
     p.set_defaults(func=run, provider_parser=p)
-    actions = p.add_subparsers(dest="provider_command", metavar="[keys]")
+    actions = p.add_subparsers(dest="provider_command", metavar="[keys|db]")
     keys_cli.add_actions(actions.add_parser("keys", help=keys_cli.HELP))
+    db_cli.add_actions(actions.add_parser("db", help=db_cli.HELP))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,8 @@
-"""One SQLite connection per store, WAL mode, a lock around use: safe from the event loop and
+"""The embedded store (`Database`: SQLite) and `open_database`, which opens whichever store a
+`--db` names: an SQLite file, or a PostgreSQL URL (`pg.PgDatabase`, the shared store of several
+replicas). Both take `?` placeholders and offer execute / write / transaction.
+
+One SQLite connection per store, WAL mode, a lock around use: safe from the event loop and
 from worker threads, durable across restarts and crashes.
 
 A store written on the request path (the ledger) checkpoints from a background thread: SQLite's
@@ -12,6 +16,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CHECKPOINT_EVERY = 256  # commits; ~1,000 WAL pages of ledger rows, like SQLite's default
@@ -54,7 +60,57 @@ class _Checkpointer(threading.Thread):
             pass  # busy or closing: the next interval retries; the WAL stays valid meanwhile
 
 
+def is_url(target: object) -> bool:
+    """A PostgreSQL URL (the shared store) rather than an SQLite file path."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def open_database(target, background_checkpoint: bool = False, **pg_options):
+    """The store `target` names: an open database (returned as is), a PostgreSQL URL
+    (`pg.PgDatabase`) or an SQLite file path (`Database`); migrated to the current schema."""
+    from sglang_mx.provider.migrate import migrate
+
+    if isinstance(target, Database) or hasattr(target, "dialect"):
+        return target
+    if is_url(target):
+        from sglang_mx.provider.pg import PgDatabase
+
+        db = PgDatabase(target, **pg_options)
+    else:
+        db = Database(target, background_checkpoint)
+    migrate(db)
+    return db
+
+
+class _SqliteTx:
+    """Statements inside one `Database.transaction()`."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def write(self, sql: str, params: tuple = ()) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def script(self, sql: str) -> None:
+        """Several statements, inside the transaction (sqlite3's executescript would commit)."""
+        stmt = ""
+        for line in sql.splitlines(keepends=True):
+            stmt += line
+            if sqlite3.complete_statement(stmt):
+                self.conn.execute(stmt)
+                stmt = ""
+
+
 class Database:
+    dialect = "sqlite"
+
+    @staticmethod
+    def money(value: float | None) -> float | None:
+        return value
+
     def __init__(self, path: str | Path, background_checkpoint: bool = False) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.conn = _connect(path)
@@ -74,12 +130,29 @@ class Database:
         """One statement in its own transaction; returns the rows it changed."""
         with self.lock:
             changed = self.conn.execute(sql, params).rowcount
-            if self.checkpointer is not None:
-                self._commits += 1
-                if self._commits >= CHECKPOINT_EVERY:
-                    self._commits = 0
-                    self.checkpointer.wanted.set()
+            self._count_commit()
         return changed
+
+    @contextmanager
+    def transaction(self, exclusive: bool = True) -> Iterator[_SqliteTx]:
+        """One transaction (BEGIN IMMEDIATE: the write lock up front, so two processes on one
+        file serialize instead of failing at commit); rolled back if the block raises."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteTx(self.conn)
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+            self._count_commit()
+
+    def _count_commit(self) -> None:
+        if self.checkpointer is not None:
+            self._commits += 1
+            if self._commits >= CHECKPOINT_EVERY:
+                self._commits = 0
+                self.checkpointer.wanted.set()
 
     def executescript(self, sql: str) -> None:
         with self.lock:

@@ -1,4 +1,5 @@
-"""Errors in the OpenRouter shape `{"error": {"code", "message", "metadata"?}}`, as JSON or SSE."""
+"""Errors in the OpenRouter shape `{"error": {"code", "message", "metadata"}}` (metadata holds
+our `reason` and OpenRouter's `error_type`), as JSON or SSE."""
 
 from __future__ import annotations
 
@@ -28,11 +29,35 @@ class ProviderError(Exception):
         return error_body(self.status, self.message, {"reason": self.reason, **self.metadata})
 
 
+# OpenRouter's canonical `error_type` (its SDKs' APIErrorType) by HTTP status, and by reason
+# where a reason is more precise than its status. Its SDKs require `error_type` whenever an
+# in-band stream error carries metadata.
+_ERROR_TYPES = {
+    400: "invalid_request", 401: "authentication", 402: "payment_required",
+    403: "permission_denied", 404: "not_found", 405: "invalid_request", 408: "timeout",
+    413: "payload_too_large", 422: "unprocessable", 429: "rate_limit_exceeded", 500: "server",
+    502: "provider_unavailable", 503: "provider_unavailable",
+}  # fmt: skip
+_REASON_TYPES = {
+    "context_length_exceeded": "context_length_exceeded",
+    "max_tokens_exceeded": "max_tokens_exceeded",
+    "invalid_prompt": "invalid_prompt",
+    "upstream_timeout": "timeout",
+    "upstream_overloaded": "provider_overloaded",
+}
+
+
+def error_type(code: int, reason: str | None = None) -> str:
+    """OpenRouter's canonical error type for a status (and our reason, where finer)."""
+    if reason in _REASON_TYPES:
+        return _REASON_TYPES[reason]
+    return _ERROR_TYPES.get(code, "server" if code >= 500 else "invalid_request")
+
+
 def error_body(code: int, message: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if metadata:
-        err["metadata"] = metadata
-    return {"error": err}
+    meta = dict(metadata or {})
+    meta.setdefault("error_type", error_type(code, meta.get("reason")))
+    return {"error": {"code": code, "message": message, "metadata": meta}}
 
 
 def sse_error_event(
@@ -53,7 +78,7 @@ def sse_error_event(
         "created": created,
         "model": model,
         "provider": "sglang-mx",
-        "error": {"code": code, "message": message, "metadata": {"reason": reason}},
+        "error": error_body(code, message, {"reason": reason})["error"],
         "choices": [choice],
     }
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
@@ -69,3 +94,16 @@ def unauthorized(message: str, reason: str = "invalid_key") -> ProviderError:
 
 def upstream_unavailable(message: str, status: int = 502) -> ProviderError:
     return ProviderError(status, message, "upstream_unavailable")
+
+
+class StoreUnavailable(ProviderError):
+    """The shared database cannot be reached or failed mid-statement: a 503 wherever it
+    surfaces (the provider catches it where a request can go on without the store)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            503,
+            f"the provider's database is unavailable ({detail[:200]}); retry shortly",
+            "store_unavailable",
+            headers={"Retry-After": "1"},
+        )

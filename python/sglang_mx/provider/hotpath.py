@@ -23,7 +23,13 @@ from sglang_mx.provider.openai_service import OpenAIService
 
 log = logging.getLogger(__name__)
 
-COMPLETION_ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
+COMPLETION_ROUTES = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    # OpenRouter's base (its SDKs' server_url): the same handlers, keys and ledger.
+    "/api/v1/chat/completions": "chat",
+    "/api/v1/completions": "completions",
+}
 
 
 def provider_error_response(provider: Provider, exc: ProviderError) -> JSONResponse:

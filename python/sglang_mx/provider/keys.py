@@ -1,4 +1,5 @@
-"""API keys in SQLite, stored only as HMAC-SHA256 digests under a random per-database salt.
+"""API keys in the store (SQLite, or the shared PostgreSQL), stored only as HMAC-SHA256
+digests under a random per-database salt.
 
 A key looks like `sk-mx-<id>-<secret>`; the id is public (shown by `provider keys list`), the
 secret is shown once at creation and never stored."""
@@ -12,23 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_mx.provider.db import Database
+from sglang_mx.provider.db import open_database
 
 KEY_PREFIX = "sk-mx-"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS api_keys (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    digest TEXT NOT NULL UNIQUE,
-    created REAL NOT NULL,
-    revoked REAL,
-    rpm INTEGER,
-    tpm INTEGER,
-    limit_usd REAL
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -47,11 +34,12 @@ class ApiKey:
 
 
 class KeyStore:
-    def __init__(self, path: str | Path) -> None:
-        self.db = Database(path)
-        self.db.executescript(_SCHEMA)
-        self.db.execute(
-            "INSERT OR IGNORE INTO meta (name, value) VALUES ('salt', ?)", (secrets.token_hex(32),)
+    def __init__(self, target: str | Path | object) -> None:
+        """target: an SQLite path, a PostgreSQL URL or an open database (db.open_database)."""
+        self.db = open_database(target)
+        self.db.write(
+            "INSERT INTO meta (name, value) VALUES ('salt', ?) ON CONFLICT (name) DO NOTHING",
+            (secrets.token_hex(32),),
         )
         self._salt = bytes.fromhex(
             self.db.execute("SELECT value FROM meta WHERE name='salt'")[0][0]
@@ -71,10 +59,10 @@ class KeyStore:
         key_id = secrets.token_hex(4)
         plain = f"{KEY_PREFIX}{key_id}-{secrets.token_urlsafe(24)}"
         now = time.time()
-        self.db.execute(
+        self.db.write(
             "INSERT INTO api_keys (id, name, digest, created, rpm, tpm, limit_usd) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key_id, name, self._digest(plain), now, rpm, tpm, limit_usd),
+            (key_id, name, self._digest(plain), now, rpm, tpm, self.db.money(limit_usd)),
         )
         return ApiKey(key_id, name, now, None, rpm, tpm, limit_usd), plain
 
@@ -95,12 +83,10 @@ class KeyStore:
         return [ApiKey(*r) for r in rows]
 
     def revoke(self, key_id: str) -> bool:
-        with self.db.lock:
-            cur = self.db.conn.execute(
-                "UPDATE api_keys SET revoked=? WHERE id=? AND revoked IS NULL",
-                (time.time(), key_id),
-            )
-            return cur.rowcount == 1
+        changed = self.db.write(
+            "UPDATE api_keys SET revoked=? WHERE id=? AND revoked IS NULL", (time.time(), key_id)
+        )
+        return changed == 1
 
     def active_count(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM api_keys WHERE revoked IS NULL")[0][0]

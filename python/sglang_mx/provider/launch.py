@@ -1,4 +1,4 @@
-"""Start the provider and sglang-router as their own processes (tests, benchmarks, recipes):
+"""Start the provider and the gateway (smg) as their own processes (tests, benchmarks, recipes):
 each a context manager that waits until the process serves and kills it on exit."""
 
 from __future__ import annotations
@@ -120,11 +120,16 @@ def provider_process(
         proc.wait(timeout=10)
 
 
+# The gateway: SGLang Model Gateway (PyPI `smg`, formerly sglang-router), its launcher run by
+# this interpreter so it is the venv's.
+ROUTER_CMD = (sys.executable, "-m", "smg", "launch")
+
+
 @contextmanager
 def router_process(
     worker_urls: list[str], policy: str = "cache_aware", extra_args: tuple[str, ...] = ()
 ) -> Iterator[str]:
-    """sglang-router (PyPI) in front of the workers; yields its base URL once it routes."""
+    """smg in front of the workers; yields its base URL once it routes."""
     with _router(["--policy", policy, "--worker-urls", *worker_urls, *extra_args]) as url:
         yield url
 
@@ -133,8 +138,8 @@ def router_process(
 def pd_router_process(
     prefill: list[tuple[str, int]], decode: list[str], extra_args: tuple[str, ...] = ()
 ) -> Iterator[str]:
-    """sglang-router in PD mode: each request goes to a prefill server (URL, KV bootstrap port)
-    and a decode server; yields its base URL once it routes."""
+    """smg in PD mode: each request goes to a prefill server (URL, KV bootstrap port) and a
+    decode server; yields its base URL once it routes."""
     args = ["--pd-disaggregation"]
     for url, bootstrap_port in prefill:
         args += ["--prefill", url, str(bootstrap_port)]
@@ -145,10 +150,9 @@ def pd_router_process(
 
 
 def router_flags() -> list[str]:
-    """The health and timeout flags every router we start gets, in the suite and in
-    scripts/launch/provider_topology.sh (which prints them with `python -m
-    sglang_mx.provider.launch router-flags`). sglang-router's own defaults check health every
-    60 s, so a killed worker kept being routed to for up to 3 minutes."""
+    """The health and retry flags every gateway we start gets, in the suite and in
+    scripts/launch/{provider,pd}_topology.sh (which print them with `python -m
+    sglang_mx.provider.launch router-flags`). smg's own defaults check health every 60 s."""
     return ["--health-check-interval-secs", str(HEALTH_INTERVAL_S),
             # A busy CPU worker answers /health slowly; only a dead one should be dropped.
             "--health-check-timeout-secs", "20",
@@ -158,32 +162,72 @@ def router_flags() -> list[str]:
             "--retry-max-retries", str(len(RETRY_BACKOFF_MS)),
             "--retry-initial-backoff-ms", str(RETRY_BACKOFF_MS[0]),
             "--retry-backoff-multiplier", "1.5", "--retry-max-backoff-ms", "2000",
+            # smg's default is 1800 s; a request still running after 300 s on this box is
+            # stuck (the unscaled 20k run passes its own, longer one).
             "--request-timeout-secs", "300"]  # fmt: skip
 
 
 HEALTH_INTERVAL_S, HEALTH_FAILURES = 2, 3
-# The router's retry delays (100 ms x 1.5 per retry, at most 2 s; +-20% jitter): 8.9 s in all.
+# The gateway's retry delays (100 ms x 1.5 per retry, at most 2 s; +-20% jitter): 8.9 s in all.
 # A killed worker leaves the rotation after HEALTH_FAILURES failed checks HEALTH_INTERVAL_S
-# apart (4-6 s), or once 10 failed requests open its circuit. Until then the cache-aware policy
-# can pick it for every attempt: with the router's default delays (50 ms x 1.5, five retries,
-# 0.66 s) a request sent 1-2 s after the kill failed all six attempts and the provider answered
-# 502 (CI, 2026-12-03: 2 of 6 follow-ups). The delays must outlast the detection.
+# apart (4-6 s), once a transport failure finds it silent for --worker-stall-secs (smg 1.13,
+# 2 s), or once 10 failed requests open its circuit. Until then the cache-aware policy can pick
+# it for every attempt: with sglang-router 0.3.2's default delays (50 ms x 1.5, five retries,
+# 0.66 s; smg's are the same) a request sent 1-2 s after the kill failed all six attempts and
+# the provider answered 502 (CI, 2026-12-03: 2 of 6 follow-ups). The delays must outlast the
+# detection; re-measured on smg 1.13 in docs/scale-out.md "smg's settings".
 RETRY_BACKOFF_MS = [min(2000, round(100 * 1.5**i)) for i in range(10)]
+
+# smg flags whose job another layer of our stack owns: refused with the layer that does it, so a
+# user who reaches for them learns where the feature is instead of getting a gateway that
+# rejects the provider's own calls (docs/scale-out.md "Layers").
+_PROVIDER_OWNS = "the provider owns it (sglang-mx provider: keys, per-key limits, billing)"
+_WORKER_OWNS = (
+    "SGLang parses it on the worker in HTTP mode (sglang-mx serve --reasoning-parser / "
+    "--tool-call-parser); the provider bills the parsed output"
+)
+_NOT_SERVED = (
+    "the provider serves /v1/chat/completions, /v1/completions and the native routes, not "
+    "smg's Responses / conversation APIs that store history"
+)
+REFUSED_ROUTER_FLAGS = {
+    "--api-key": _PROVIDER_OWNS,
+    "--tenant-api-key": _PROVIDER_OWNS,
+    "--trust-tenant-header": _PROVIDER_OWNS,
+    "--tenant-rate-limit-enabled": _PROVIDER_OWNS,
+    "--tenant-rate-limit-config": _PROVIDER_OWNS,
+    "--rate-limit-tokens-per-second": _PROVIDER_OWNS,
+    "--reasoning-parser": _WORKER_OWNS,
+    "--tool-call-parser": _WORKER_OWNS,
+    "--history-backend": _NOT_SERVED,
+    "--mcp-config-path": _NOT_SERVED,
+}
+
+
+def refused_router_flag(args: list[str] | tuple[str, ...]) -> str | None:
+    """Why our stack refuses one of `args` (an smg flag whose job another layer owns), or None."""
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in REFUSED_ROUTER_FLAGS:
+            return f"smg {flag} is not used in this stack: {REFUSED_ROUTER_FLAGS[flag]}"
+    return None
 
 
 @contextmanager
 def _router(worker_args: list[str]) -> Iterator[str]:
+    if why := refused_router_flag(worker_args):
+        raise ValueError(why)
     port = free_port()
-    cmd = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warn", *router_flags(),
-           # Its metrics listener defaults to port 29000: a second router on the box would
-           # panic at start ("Address already in use").
+    cmd = [*ROUTER_CMD, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warn",
+           *router_flags(),
+           # Its metrics listener defaults to port 29000: a second gateway on the box would
+           # fail to start ("Address already in use").
            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
            *worker_args]  # fmt: skip
     proc, log = _spawn(cmd, "router")
     url = f"http://127.0.0.1:{port}"
     try:
-        # /health answers before the router has seen a healthy worker; wait until it actually
+        # /health answers before the gateway has seen a healthy worker; wait until it actually
         # routes a one-token request.
         probe = {"text": "a", "sampling_params": {"max_new_tokens": 1}}
         _wait_until_ready(
@@ -205,7 +249,18 @@ def _router(worker_args: list[str]) -> Iterator[str]:
                 proc.wait(timeout=10)
 
 
+def _main(argv: list[str]) -> None:
+    """`router-flags`: the flags above, one line; `check-router-args ARGS...`: exit 2 naming
+    the first refused smg flag (the launch scripts run it on what the user passes)."""
+    if argv[:1] == ["router-flags"]:
+        print(" ".join(router_flags()))
+    elif argv[:1] == ["check-router-args"]:
+        if why := refused_router_flag(argv[1:]):
+            print(why, file=sys.stderr)
+            sys.exit(2)
+    else:
+        sys.exit("usage: python -m sglang_mx.provider.launch router-flags | check-router-args ARGS")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["router-flags"]:
-        sys.exit("usage: python -m sglang_mx.provider.launch router-flags")
-    print(" ".join(router_flags()))
+    _main(sys.argv[1:])

@@ -98,7 +98,7 @@ class NativeService:
         body = ctx.upstream_body(req.upstream_body)
         if req.n > 1:
             await self._prefill(body, key, req, ctx.rid)
-        p.start_rows(ctx, output_rows(ctx.rid, req))
+        p.start_rows(ctx, output_rows(ctx.rid, req), body)
         if req.stream:
 
             def relay(stack, opening):
@@ -126,7 +126,7 @@ class NativeService:
         prefill = {k: body[k] for k in ("text", "input_ids", "cache_salt") if k in body}
         prefill.update(rid=f"{rid}-prefill", sampling_params={"max_new_tokens": 0})
         ctx = RequestContext(f"{rid}-prefill", key, req.model, ENDPOINT)
-        p.start_rows(ctx, output_rows(ctx.rid, pre))
+        p.start_rows(ctx, output_rows(ctx.rid, pre), prefill)
         try:
             data = await p.upstream.post_json(GENERATE_ROUTE, prefill)
         except Exception as e:

@@ -27,7 +27,10 @@ COMPLETION_TYPED: Typed = {
 # SGLang's reasoning tiers (ReasoningEffortTier in its OpenAI protocol) that OpenAI documents.
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 # OpenRouter's `reasoning` request object (its reasoning-tokens guide) and what is not served.
-REASONING_KEYS = ("enabled", "effort", "max_tokens", "exclude")
+REASONING_KEYS = ("enabled", "effort", "max_tokens", "exclude", "summary")
+# `reasoning.effort` may also say "max" (OpenRouter's SDKs): on, like any effort but "none".
+OBJECT_EFFORTS = (*REASONING_EFFORTS, "max")
+SUMMARY_LEVELS = ("auto", "concise", "detailed")  # accepted: the reasoning comes back whole
 REASONING_REFUSED = {
     "max_tokens": "a reasoning token budget is not served; cap the turn with `max_tokens`",
     "exclude": "reasoning is always returned (as `reasoning` and `reasoning_content`)",
@@ -143,9 +146,13 @@ def _thinking(body: dict[str, Any]) -> bool | None:
         enabled, effort = reasoning.get("enabled"), reasoning.get("effort")
         if enabled is not None and not isinstance(enabled, bool):
             raise bad_request("`reasoning.enabled` must be a boolean", "invalid_parameter")
-        if effort is not None and effort not in REASONING_EFFORTS:
+        if effort is not None and effort not in OBJECT_EFFORTS:
             raise bad_request(
-                f"`reasoning.effort` must be one of {REASONING_EFFORTS}", "invalid_parameter"
+                f"`reasoning.effort` must be one of {OBJECT_EFFORTS}", "invalid_parameter"
+            )
+        if reasoning.get("summary") not in (None, *SUMMARY_LEVELS):
+            raise bad_request(
+                f"`reasoning.summary` must be one of {SUMMARY_LEVELS}", "invalid_parameter"
             )
         if enabled is not None:
             said.append(enabled)

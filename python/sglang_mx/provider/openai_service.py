@@ -1,21 +1,30 @@
 """The provider's OpenAI routes (`/v1/chat/completions`, `/v1/completions`): authenticate,
 validate, guard, limit, one ledger row, call the upstream (`upstream_call`), bill. Streams are
 relayed by `OpenAIStreamRelay`: public model id on every chunk, a final usage chunk with cost
-before `[DONE]`."""
+before `[DONE]`. Replies carry what OpenRouter's response schema adds to OpenAI's
+(`system_fingerprint`, `provider`, `native_finish_reason`, usage with cost), and each finished
+request leaves its generation stats (`generations.py`) for `GET /api/v1/generation`."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from contextlib import AsyncExitStack
 from typing import Any
 
+import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
 from sglang_mx.provider import jsonio
-from sglang_mx.provider.context import RequestContext
+from sglang_mx.provider.account import PROVIDER_NAME
+from sglang_mx.provider.context import RequestContext, Settlement
 from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import sse_error_event
+from sglang_mx.provider.generations import GenerationLog, GenerationStats
+from sglang_mx.provider.metrics import ProviderMetrics
 from sglang_mx.provider.relay import DONE, StreamRelay, sse
+from sglang_mx.provider.settings import ProviderSettings
 from sglang_mx.provider.sse_response import EventStreamResponse
 from sglang_mx.provider.upstream_call import ClientLeft, call_unary, open_stream
 from sglang_mx.provider.validation import parse_json, validate_chat, validate_completion
@@ -24,6 +33,23 @@ ENDPOINTS = {
     "chat": ("/v1/chat/completions", validate_chat),
     "completions": ("/v1/completions", validate_completion),
 }
+# SGLang's finish reasons outside OpenRouter's set (tool_calls, stop, length, content_filter,
+# error); the upstream's own stays in `native_finish_reason`.
+_FINISH_REASONS = {"abort": "error"}
+
+
+def finish_reasons(choices: Any) -> str | None:
+    """Normalize each choice's finish_reason to OpenRouter's set, keeping the upstream's as
+    `native_finish_reason`; returns the first choice's native reason."""
+    first = None
+    for choice in choices if isinstance(choices, list) else ():
+        native = choice.get("finish_reason") if isinstance(choice, dict) else None
+        if native is None:
+            continue
+        first = native if first is None else first
+        choice["native_finish_reason"] = native
+        choice["finish_reason"] = _FINISH_REASONS.get(native, native)
+    return first
 
 
 def mirror_reasoning(choices: Any, part: str) -> None:
@@ -36,8 +62,9 @@ def mirror_reasoning(choices: Any, part: str) -> None:
 
 
 class OpenAIService:
-    def __init__(self, provider: Provider) -> None:
+    def __init__(self, provider: Provider, generations: GenerationLog | None = None) -> None:
         self.p = provider
+        self.generations = generations or GenerationLog(provider.ledger.db)
 
     async def handle(self, request: Request, endpoint: str) -> Response | EventStreamResponse:
         p = self.p
@@ -48,12 +75,14 @@ class OpenAIService:
         p.admit(key)
         ctx = p.new_context(key, parsed.model, endpoint)
         body = ctx.upstream_body(parsed.upstream_body)
-        p.start_rows(ctx, [ctx.rid])
+        p.start_rows(ctx, [ctx.rid], body)
         if parsed.stream:
             body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
 
             def relay(stack, opening):
-                return OpenAIStreamRelay(ctx, p, p.metrics, p.settings, stack, opening).events()
+                return OpenAIStreamRelay(
+                    ctx, p, p.metrics, p.settings, stack, opening, self.generations
+                ).events()
 
             return await open_stream(p.upstream, p, p.settings.keepalive_s, ctx, path, body, relay)
         try:
@@ -65,13 +94,23 @@ class OpenAIService:
     def _reply(self, ctx: RequestContext, data: dict[str, Any]) -> Response:
         p, counts = self.p, ctx.counts[0]
         counts.update(data.get("usage"))
-        p.metrics.ttft.labels(ctx.model.id).observe(time.perf_counter() - ctx.t0)
+        elapsed = time.perf_counter() - ctx.t0
+        p.metrics.ttft.labels(ctx.model.id).observe(elapsed)
         p.finish(ctx, "ok")
         data["usage"] = counts.billed(ctx.model)
-        mirror_reasoning(data.get("choices"), "message")
+        choices = data.get("choices")
+        mirror_reasoning(choices, "message")
+        native = finish_reasons(choices)
         data["model"] = ctx.model.id
         data["id"] = ctx.rid
-        data["provider"] = "sglang-mx"
+        data["provider"] = PROVIDER_NAME
+        data.setdefault("system_fingerprint", None)
+        self.generations.record(
+            GenerationStats(
+                ctx.rid, "completions", False, _FINISH_REASONS.get(native, native), native,
+                counts.reasoning, elapsed * 1000.0,
+            )
+        )  # fmt: skip
         return Response(
             jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": ctx.rid}
         )
@@ -79,7 +118,22 @@ class OpenAIService:
 
 class OpenAIStreamRelay(StreamRelay):
     """OpenAI chat/completion chunks: usage collected from the upstream's chunks, our usage
-    chunk (with cost) last."""
+    chunk (with cost) last; the generation's stats recorded when it ends or fails."""
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        settle: Settlement,
+        metrics: ProviderMetrics,
+        settings: ProviderSettings,
+        stack: AsyncExitStack,
+        opening: asyncio.Future[httpx.Response],
+        generations: GenerationLog,
+    ) -> None:
+        super().__init__(ctx, settle, metrics, settings, stack, opening)
+        self.generations = generations
+        self.native_finish: str | None = None
+        self.first_chunk_at: float | None = None
 
     @property
     def obj(self) -> str:
@@ -90,8 +144,22 @@ class OpenAIStreamRelay(StreamRelay):
         if not chunk.get("choices"):
             return None  # upstream's own usage-only chunk; ours comes last
         chunk["model"], chunk["id"] = self.ctx.model.id, self.ctx.rid
+        chunk["provider"] = PROVIDER_NAME
+        if self.first_chunk_at is None:
+            self.first_chunk_at = time.perf_counter()
         mirror_reasoning(chunk["choices"], "delta")
+        self.native_finish = finish_reasons(chunk["choices"]) or self.native_finish
         return sse(chunk)
+
+    def _record(self, finish: str | None) -> None:
+        since = self.first_chunk_at
+        ms = (time.perf_counter() - since) * 1000.0 if since is not None else None
+        counts = self.ctx.counts[0]
+        self.generations.record(
+            GenerationStats(
+                self.ctx.rid, "completions", True, finish, self.native_finish, counts.reasoning, ms
+            )
+        )
 
     def closing(self) -> list[bytes]:
         ctx, counts = self.ctx, self.ctx.counts[0]
@@ -102,13 +170,16 @@ class OpenAIStreamRelay(StreamRelay):
             "object": self.obj,
             "created": self.created,
             "model": ctx.model.id,
-            "provider": "sglang-mx",
+            "provider": PROVIDER_NAME,
             "choices": [],
             "usage": counts.billed(ctx.model),
         }
+        native = self.native_finish
+        self._record(_FINISH_REASONS.get(native, native) if native else None)
         return [sse(final), DONE]
 
     def error_event(self, code: int, msg: str, reason: str) -> bytes:
+        self._record("error")
         return sse_error_event(
             self.ctx.rid, self.ctx.model.id, self.created, code, msg, reason, self.obj
         )

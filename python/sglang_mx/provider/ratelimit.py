@@ -1,4 +1,9 @@
-"""Per-key sliding one-minute windows on requests and tokens; a refusal says how long to wait."""
+"""Per-key sliding one-minute windows on requests and tokens; a refusal says how long to wait.
+
+`RateLimiter` keeps the windows in this process's memory: the embedded store's limiter, right
+for one provider process and wrong for several (each would admit the full rate).
+`SharedRateLimiter` keeps them in the shared store, so a key's limits hold whichever replicas
+its requests reach."""
 
 from __future__ import annotations
 
@@ -53,3 +58,19 @@ class RateLimiter:
         if n > 0:
             self._tokens.setdefault(key_id, deque()).append((self._clock(), n))
             self._token_sum[key_id] = self._token_sum.get(key_id, 0) + n
+
+
+class SharedRateLimiter:
+    """The windows in PostgreSQL (`rate_events`): one `mx_admit` call per admission, on the
+    database's clock, serialized per key (migrations/postgresql/0002_functions.sql). Tokens
+    enter the window when a row settles (`mx_finish`), whichever replica settles it."""
+
+    def __init__(self, db) -> None:
+        self.db = db  # pg.PgDatabase
+
+    def acquire(self, key_id: str, rpm: int, tpm: int, count: int = 1) -> float:
+        wait = self.db.execute("SELECT mx_admit(?, ?, ?, ?)", (key_id, rpm, tpm, count))
+        return float(wait[0][0])
+
+    def add_tokens(self, key_id: str, n: int) -> None:
+        """Nothing: settlement already charged them, in the same transaction."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglang_mx.provider.db import is_url
+
 KEEPALIVE_FRAMES = ("blank", "comment")  # what relay.KEEPALIVE_BYTES writes for each
 
 
@@ -12,7 +14,7 @@ KEEPALIVE_FRAMES = ("blank", "comment")  # what relay.KEEPALIVE_BYTES writes for
 class ProviderSettings:
     upstream: str  # SGLang server or sglang-router base URL
     pricing_path: Path
-    db_path: Path
+    db_path: Path | str  # SQLite file, or a PostgreSQL URL (the shared store of replicas)
     host: str = "127.0.0.1"
     port: int = 8080
     # "auto": namespace the prefix cache per key when more than one active key exists.
@@ -26,6 +28,9 @@ class ProviderSettings:
     ledger_flush_tokens: int = 16  # streamed tokens between ledger progress writes
     default_rpm: int = 60
     default_tpm: int = 100_000
+    # Shared store only: a replica silent this long is dead and its pending rows are settled.
+    replica_lease_s: float = 10.0
+    db_sync_commit: bool = False  # shared store: wait for each commit's fsync (pg.PgDatabase)
     log_level: str = "warning"
 
     def __post_init__(self) -> None:
@@ -36,4 +41,12 @@ class ProviderSettings:
             raise ValueError(f"keepalive_frame must be {names}, not {frame!r}")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
         object.__setattr__(self, "pricing_path", Path(self.pricing_path))
-        object.__setattr__(self, "db_path", Path(self.db_path))
+        if self.replica_lease_s <= 0:
+            raise ValueError(f"replica_lease_s must be positive, not {self.replica_lease_s}")
+        if not is_url(self.db_path):
+            object.__setattr__(self, "db_path", Path(self.db_path))
+
+    @property
+    def shared_store(self) -> bool:
+        """--db names a PostgreSQL database (several replicas may share it)."""
+        return is_url(self.db_path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_mx.provider import jsonio, openai_fields
+from sglang_mx.provider import jsonio, openai_fields, openrouter_fields
 from sglang_mx.provider.errors import ProviderError, bad_request
 from sglang_mx.provider.pricing import ModelPricing
 
@@ -68,6 +68,7 @@ def _common(body: dict[str, Any], models: dict[str, ModelPricing]) -> tuple[Mode
         raise bad_request(
             f"{model_id[:100]!r} is not a valid model ID; see GET /v1/models", "unknown_model"
         )
+    openrouter_fields.apply_openrouter(body, model)  # OpenRouter's own fields: none forwarded
     out: dict[str, Any] = {"model": model.upstream_model}
     for name, (types, bounds) in SAMPLING_FIELDS.items():
         if body.get(name) is None:

@@ -22,7 +22,7 @@ class Recipe:
     engines: int
     gpus_per_engine: int
     args: tuple[str, ...]  # one engine's SGLang flags (no model, host or port)
-    router: tuple[str, ...]  # sglang-router flags when engines > 1
+    router: tuple[str, ...]  # smg (SGLang Model Gateway) flags when engines > 1
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Whether a flag list is one the real parsers take: SGLang's own server parser (ServerArgs, with
-our attention backends among its choices as the plugin adds them) and sglang-router's. A recipe
+our attention backends among its choices as the plugin adds them) and SGLang Model Gateway's (`smg`
+1.13, formerly sglang-router: its own `RouterArgs`, the parser `smg launch` builds). A recipe
 whose flag was renamed, removed or given a value outside its choices fails here, on any box,
 before a node is booked. Parsing only: no server, no model, no GPU."""
 
@@ -42,7 +43,7 @@ def _sglang() -> argparse.ArgumentParser:
 
 @cache
 def _router() -> argparse.ArgumentParser:
-    from sglang_router.router_args import RouterArgs
+    from smg.router_args import RouterArgs
 
     parser = _Parser()
     RouterArgs.add_cli_args(parser, use_router_prefix=False)
@@ -75,8 +76,8 @@ def server_flag_error(args: Sequence[str]) -> str | None:
 
 
 def router_flag_error(args: Sequence[str]) -> str | None:
-    """None when `python -m sglang_router.launch_router` would take `args`, else why not."""
-    from sglang_router.router_args import RouterArgs
+    """None when `smg launch` would take `args`, else why not."""
+    from smg.router_args import RouterArgs
 
     ns, error = _parse(_router(), args)
     if error is None:

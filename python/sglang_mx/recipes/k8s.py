@@ -117,7 +117,7 @@ def _router(args: list[str]) -> dict[str, Any]:
     container = {
         "name": "router",
         "image": IMAGE,
-        "command": ["python", "-m", "sglang_router.launch_router"],
+        "command": ["smg", "launch"],
         "args": ["--host", "0.0.0.0", "--port", str(ROUTER_PORT), *args],
         "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readiness", "port": ROUTER_PORT},

@@ -27,7 +27,7 @@ class PdRecipe:
     gpus_per_node: int  # one engine per role, each a whole node
     roles: dict[str, tuple[str, ...]]  # role -> one engine's SGLang flags (no model, host, port)
     transfers: tuple[str, ...]  # KV transfer backends allowed, the recipe's own first
-    router: tuple[str, ...]  # sglang-router flags (no host, port or worker URLs)
+    router: tuple[str, ...]  # smg flags (no host, port or worker URLs)
 
     @property
     def bootstrap_port(self) -> int:
@@ -98,6 +98,6 @@ def role_args(name: str, role: str, transfer: str | None = None) -> list[str]:
 
 
 def router_args(name: str, prefill_url: str, decode_url: str) -> list[str]:
-    """sglang-router's flags in PD mode for one prefill and one decode worker."""
+    """smg's flags in PD mode for one prefill and one decode worker."""
     r = recipe(name)
     return [*r.router, "--prefill", prefill_url, str(r.bootstrap_port), "--decode", decode_url]

@@ -26,6 +26,13 @@ class MxCpuPlatform(CpuDeviceMixin, SRTPlatform):
     def is_pin_memory_available(self, device=None) -> bool:
         return False
 
+    def post_load_model(self, model) -> None:
+        # Before the tree cache builds HiCache's host pools: their transfer ops and host
+        # allocator for a CPU (seam/hicache_cpu.py).
+        from sglang_mx.seam import hicache_cpu
+
+        hicache_cpu.bind()
+
     def apply_server_args_defaults(self, server_args) -> None:
         # Only fields the user left unset: an explicit flag always wins.
         server_args.device = "cpu"

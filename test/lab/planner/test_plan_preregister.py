@@ -34,7 +34,7 @@ def test_gates_pass_a_close_fit_and_fail_a_far_one():
 
 def _run(folder, name, commit, err, tmp):
     pre = P.freeze(tmp / name, {"commit": commit})
-    rec = {"commit": commit, "preregistration": pre,
+    rec = {"commit": commit, "preregistration": pre, "first_request_at": P.now(),
            "summary": {"knee_rate_err": err, "sweep_started_at": name}}  # fmt: skip
     (folder / f"run-{name}.json").write_text(json.dumps(rec))
 
@@ -51,3 +51,22 @@ def test_collect_reports_every_run_of_one_commit(tmp_path):
     assert got["median_knee_rate_err"] == pytest.approx(0.1)
     assert got["worst_knee_rate_err"] == pytest.approx(-0.4) and got["met_25pct"] == 2
     assert all(r["prediction_intact"] for r in got["runs"])
+    assert all(r["written_before_sweep"] for r in got["runs"])
+
+
+def test_written_before_sweep_orders_only_what_the_stamps_can():
+    def rec(written: str, first: str, key: str = "first_request_at") -> dict:
+        return {"preregistration": {"written_at": written}, key: first}
+
+    ms = "2026-12-06T06:00:00.{:06d}+00:00"
+    assert P.written_before_sweep(rec(ms.format(100), ms.format(101))) is True
+    assert P.written_before_sweep(rec(ms.format(101), ms.format(100))) is False
+    assert P.written_before_sweep(rec(ms.format(100), ms.format(100))) is None
+    # stamped to the second (the runs of 2026-12-03): equal seconds cannot be ordered
+    sec = "2026-12-03T18:29:{:02d}+00:00"
+    assert P.written_before_sweep(rec(sec.format(33), sec.format(33), "sweep_started_at")) is None
+    assert P.written_before_sweep(rec(sec.format(33), sec.format(34), "sweep_started_at")) is True
+    assert P.written_before_sweep(rec(sec.format(34), sec.format(33), "sweep_started_at")) is False
+    # a second-stamp against a microsecond one: 18:29:33 is any moment of that second
+    assert P.written_before_sweep(rec(sec.format(33), "2026-12-03T18:29:33.900000+00:00")) is None
+    assert "." in P.now().split("T")[1]  # new stamps carry microseconds

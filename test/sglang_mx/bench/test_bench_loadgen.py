@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from bench_processes import null_upstream
-from sglang_mx.bench.client_check import processes_needed, selfcheck
+from sglang_mx.bench.client_check import EARLY_LIMIT_S, processes_needed, selfcheck
 from sglang_mx.bench.loadgen import Job, share_concurrency, split
 from sglang_mx.bench.reach import by_send_time
 from sglang_mx.bench.runner import RunConfig, run_trace
@@ -66,6 +66,22 @@ def test_selfcheck_judges_the_busiest_process_and_scales_the_calibration():
     three = selfcheck([], [], [0.5, 0.5, 0.99], 1.0, summary, calib)
     assert three["client_bound"] and "busiest" in three["reasons"][0]
     assert "x 3 (not measured" in three["ceiling_basis"]
+
+
+def test_selfcheck_flags_a_run_with_one_early_send():
+    """Two requests of 40 sent 0.2 s before they were due (a worker that started early): the
+    median lag is on time, the minimum is not, and the run is flagged."""
+    from sglang_mx.bench.metrics import RequestResult
+
+    results = [RequestResult(request_id=str(i), requested_output=4) for i in range(40)]
+    for i, r in enumerate(results):
+        r.lag = -0.2 if i < 2 else 0.001
+    check = selfcheck(results, [], [0.1], 1.0, {})
+    assert check["schedule_lag_s"]["p50"] >= 0 and check["schedule_lag_s"]["min"] == -0.2
+    assert check["client_bound"] and check["early_sends"] == 2
+    assert "2 of 40 requests sent early (schedule lag min -200.0 ms" in check["reasons"][0]
+    on_time = selfcheck(results[2:], [], [0.1], 1.0, {})
+    assert not on_time["client_bound"] and on_time["early_sends"] == 0, on_time
 
 
 def test_processes_needed_reads_measured_counts_then_shares_out():
@@ -203,7 +219,11 @@ def test_verify_sizes_its_load_processes_from_the_calibration(tmp_path, tiny_tok
     assert spread["load_generator"]["chosen_by"] == "--processes"
     for point in spread["sweep"]["points"]:
         assert point["summary"]["selfcheck"]["processes"] == 2
-        # no worker sends before the shared t0 (a closed loop once did: lag p50 -0.149 s)
-        assert point["summary"]["selfcheck"]["schedule_lag_s"]["p50"] >= 0, point["summary"]
+        # no request goes before it was due, the first of any worker's included (a closed loop
+        # once sent before the shared t0: lag p50 -0.149 s); the bound is the clocks'
+        # (client_check.EARLY_LIMIT_S), and the minimum, not the median, is held to it
+        check = point["summary"]["selfcheck"]
+        assert check["schedule_lag_s"]["min"] >= -EARLY_LIMIT_S, check
+        assert check["early_sends"] == 0, check
         assert not point["summary"]["selfcheck"]["client_bound"], point["summary"]["selfcheck"]
     assert (ok, spread["verdict"]["verdict"]) == (0, "reproduced"), spread["verdict"]["reasons"]

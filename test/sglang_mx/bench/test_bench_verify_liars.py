@@ -1,14 +1,32 @@
-"""`bench verify` against the live CPU server, on a claim about this CPU box (issue 45, item 2):
-an honest run of a claim below what the server does reproduces it; lying proxies in front of the
-same server (sglang_mx_lab.testing.liar_proxy) are refuted, each for its own reason: slower
-streams against a claim near what the server does (the interval), inflated usage (the token
-audit against the stream and SGLang's own counters), failed requests. Through the CLI, exit
-codes checked."""
+"""`bench verify` against the live CPU server, on a claim about this CPU box (issue 45, item 2;
+issue 54, item 1), judged against figures that do not come from verify itself:
+
+- SGLang's own benchmark client (`python -m sglang.benchmark.serving`) on the claim's lengths and
+  closed loop, against the same server just before, sets the claims: the honest one at HONEST x
+  its output tok/s is not refuted; the near one at NEAR x it is not refuted through a proxy that
+  tells no lie (the relay costs little), and is refuted through a proxy that slows each stream;
+- the server's own e2e latency histogram over the very requests of the honest run bounds what
+  verify may measure (SERVER_LOW below): measured at the same moment, so it holds on a box whose
+  speed swings between two runs (SGLang's client measured 13-36 tok/s here within 10 minutes
+  at a load average of 10-23, 2026-12-06); a verify that measures 2x low falls out of it.
+
+Lying proxies in front of the same server (sglang_mx_lab.testing.liar_proxy) are refuted, each
+for its own reason: slower streams against the near claim (the interval), inflated usage (the
+token audit against the stream and SGLang's own counters), failed requests. Through the CLI, exit
+codes checked. (Until 2026-12-06 the honest claim was 1.0 tok/s against a server measured at
+70-112, and the near claim 0.8x verify's own figure: a verify that measured 2x low reproduced
+both.)
+
+HONEST = 0.6: reproduced needs the 95% interval over 3 repeats (t = 4.3) to clear 0.9 x the
+claim, which on a loaded box it may not (the verdict is then inconclusive, and says so); refuted
+needs the interval's top under it, which at 0.6x of SGLang's figure only a box ~2x slower than a
+minute before would give."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 
 import pytest
 from claim_files import write_claim
@@ -16,22 +34,72 @@ from sglang_mx.bench import cli as bench_cli
 from sglang_mx_lab.testing.liar_proxy import Lies, liar_proxy
 
 pytestmark = pytest.mark.server
+HONEST, NEAR = 0.6, 0.8  # fractions of SGLang's client's output tok/s (module docstring)
+SGLANG_REQUESTS = 12  # twice the claim's 6: one run of SGLang's client, its figure less noisy
+REQUESTS, SLOTS, OUT = 6, 2, 16  # the claim's closed loop
+# The server's own bound on a closed loop's throughput, from its e2e latency histogram over the
+# very requests verify sent (Little's law: SLOTS requests in flight at most, each at least as
+# long as the server timed it, so output tok/s <= SLOTS x OUT / mean server e2e). It is an upper
+# bound, and verify's figure must come within SERVER_LOW of it: what lies between is the client's
+# side of each request (HTTP, SSE parsing) and the loop's tail.
+SERVER_LOW = 0.7
 
 
-def _claim(tmp_path, value: float, **sections) -> str:
+def _claim(tmp_path, value: float, hit_rate: float = 0.5, **sections) -> str:
     """A claim about this CPU box: 6 requests of 64 tokens in, 16 out, two at a time."""
-    workload = {"input_len": 64, "output_len": 16, "hit_rate": 0.5, "prefix_groups": 2,
-                "num_requests": 6, "arrival": "concurrency", "concurrency": 2}  # fmt: skip
+    workload = {"input_len": 64, "output_len": OUT, "hit_rate": hit_rate, "prefix_groups": 2,
+                "num_requests": REQUESTS, "arrival": "concurrency",
+                "concurrency": SLOTS}  # fmt: skip
     return write_claim(tmp_path, value, hardware={"name": "CPU", "gpus": 1}, workload=workload,
                        slo={"ttft_s": 60.0}, **sections)  # fmt: skip
 
 
-def _verify(url: str, claim: str, tokenizer: str, out) -> tuple[int, dict]:
+def sglang_output_tok_s(url: str, tokenizer: str, workdir) -> float:
+    """SGLang's own client on the claim's lengths (64 in, 16 out) and closed loop of 2: its
+    output tok/s (no prefix sharing: the claim's 50% hit only makes our run's prefill cheaper)."""
+    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
+    from sglang_mx.bench.sglang_bench import (
+        read_sglang_result,
+        sglang_bench_command,
+        sglang_env,
+        write_dataset,
+    )
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = write_dataset(SegmentTokens(load_tokenizer(tokenizer)), workdir / "prompts.json",
+                         SGLANG_REQUESTS)  # fmt: skip
+    out = workdir / "sglang.jsonl"
+    cmd = sglang_bench_command(url, tokenizer, data, 64, 16, SGLANG_REQUESTS, out,
+                               concurrency=2)  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=sglang_env(), cwd=workdir,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    got = read_sglang_result(out)
+    assert got["completed"] == SGLANG_REQUESTS and got["output_tokens"] == 16 * SGLANG_REQUESTS
+    return got["output_tok_s"]
+
+
+def server_e2e(url: str) -> tuple[float, float]:
+    """(sum, count) of SGLang's `sglang:e2e_request_latency_seconds` histogram, read from
+    /metrics here (not through bench's scraper, which is under test)."""
+    import httpx
+
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    got = {"_sum": 0.0, "_count": 0.0}
+    for line in text.splitlines():
+        for tail in got:
+            if line.startswith("sglang:e2e_request_latency_seconds" + tail):
+                got[tail] += float(line.rsplit(" ", 1)[1])
+    return got["_sum"], got["_count"]
+
+
+def _verify(url: str, claim: str, tokenizer: str, out, warmup: int = 1) -> tuple[int, dict]:
     parser = argparse.ArgumentParser()
     bench_cli.register(parser.add_subparsers())
     args = parser.parse_args(["bench", "verify", claim, "--url", url, "--tokenizer", tokenizer,
                               "--hardware", "CPU", "--gpus", "1", "--repeats", "3",
-                              "--warmup", "1", "--no-progress", "-o", str(out)])  # fmt: skip
+                              "--warmup", str(warmup), "--no-progress",
+                              "-o", str(out)])  # fmt: skip
     status = args.func(args)
     return status, json.loads((out / "verdict.json").read_text())
 
@@ -58,14 +126,34 @@ def _verify_decided(url: str, claim: str, tokenizer: str, out, tries: int = 3):
 def test_honest_server_reproduces_and_each_liar_is_refuted(
     live_server, bundled_tokenizer_dir, tmp_path
 ):
-    status, honest, _ = _verify_decided(live_server, _claim(tmp_path, 1.0),
-                                        bundled_tokenizer_dir, tmp_path / "honest")  # fmt: skip
-    assert (status, honest["verdict"]) == (0, "reproduced"), honest["reasons"]
-    # A claim near what the server does (0.8x its measured mean, tolerance 10%) reproduces
-    # honestly; through a proxy holding each streamed event 0.1 s it cannot.
-    near = _claim(tmp_path, 0.8 * honest["measured"])
+    ref = sglang_output_tok_s(live_server, bundled_tokenizer_dir, tmp_path / "sglang")
+    # the honest run: no prefix sharing and no warm-up, so the server's window holds only the
+    # repeats' requests
+    e2e_sum, e2e_n = server_e2e(live_server)
+    status, honest = _verify(live_server, _claim(tmp_path, HONEST * ref, hit_rate=0.0),
+                             bundled_tokenizer_dir, tmp_path / "honest", warmup=0)  # fmt: skip
+    after_sum, after_n = server_e2e(live_server)
+    assert after_n - e2e_n == 3 * REQUESTS, (e2e_n, after_n)
+    bound = SLOTS * OUT / ((after_sum - e2e_sum) / (after_n - e2e_n))
+    values = honest["values"]  # equal tokens per repeat: their harmonic mean is tokens / time
+    overall = len(values) / sum(1 / v for v in values)
+    figures = (f"SGLang's client {ref:.4g} tok/s; verify {honest['measured']:.4g} (repeats "
+               f"{', '.join(f'{v:.4g}' for v in values)}, overall {overall:.4g}); the server's "
+               f"bound {bound:.4g}, ratio {overall / bound:.3f}")  # fmt: skip
+    print("\n" + figures)
+    assert SERVER_LOW * bound <= overall <= bound, figures
+    assert honest["verdict"] != "not reproduced", (figures, honest["reasons"])
+    near = _claim(tmp_path, NEAR * ref)
+    with liar_proxy(live_server, Lies()) as url:  # a proxy that tells no lie
+        _, relayed, _ = _verify_decided(url, near, bundled_tokenizer_dir, tmp_path / "relayed")
+    assert relayed["verdict"] != "not reproduced", (figures, relayed["reasons"])
+    # the slow liar holds each event so a request takes ~3x what it took SGLang's client (at
+    # its figure, SLOTS x OUT / ref seconds): on a box that slows down between the two runs a
+    # fixed hold (0.1 s) shrank next to the request and passed the near claim (load 16 on the
+    # 2 cores, 2026-12-06: 15.1 tok/s against a near claim of 10.6)
+    hold = 2 * SLOTS / ref
     cases = [
-        (Lies(delay_s=0.1), near, "is not at least"),
+        (Lies(delay_s=hold), near, "is not at least"),
         (Lies(inflate=3), _claim(tmp_path, 1.0), "token audit failed"),
         (Lies(fail_every=4), _claim(tmp_path, 1.0), "requests failed"),
     ]
@@ -78,7 +166,9 @@ def test_honest_server_reproduces_and_each_liar_is_refuted(
         assert any(reason in r for r in v["reasons"]), (lies, v["reasons"])
         written.append(where)
     slow = json.loads((written[0] / "verdict.json").read_text())
-    assert slow["measured"] < 0.5 * honest["measured"], (slow["measured"], honest["measured"])
+    assert slow["measured"] < 0.5 * ref, (slow["measured"], figures)
+    print(f"through the honest proxy {relayed['measured']:.4g} ({relayed['verdict']}); slow "
+          f"liar {slow['measured']:.4g} (held {hold * 1e3:.0f} ms an event)")  # fmt: skip
 
 
 def test_a_draft_claimed_on_a_server_without_one_is_refuted(

@@ -1,5 +1,9 @@
 """A scripted stand-in for an SGLang server, for the few failure modes a real server cannot be
-made to produce on demand (upstream 5xx, malformed events, a stream cut mid-way)."""
+made to produce on demand (upstream 5xx, malformed events, a stream cut mid-way), and for quick
+client-schema tests: a scripted tool call (TOOLCALL in the messages; answered in text once a
+`tool` message follows) and a reasoning block when `enable_thinking` is true, in SGLang's
+shapes (`reasoning_content`, `completion_tokens_details.reasoning_tokens`). Every chat body it
+received is kept in `app.state.bodies` (`GET /bodies`)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 def build_fake_upstream() -> FastAPI:
     app = FastAPI()
     app.state.aborted = []
+    app.state.bodies = []
 
     @app.get("/health")
     async def health() -> dict:
@@ -44,9 +49,14 @@ def build_fake_upstream() -> FastAPI:
     async def aborted() -> dict:
         return {"rids": app.state.aborted}
 
+    @app.get("/bodies")
+    async def bodies() -> dict:
+        return {"bodies": app.state.bodies}
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
         body = await request.json()
+        app.state.bodies.append(body)
         text = json.dumps(body["messages"])
         n = body.get("max_tokens", 4)
         usage = {
@@ -55,6 +65,17 @@ def build_fake_upstream() -> FastAPI:
             "total_tokens": 7 + n,
             "prompt_tokens_details": {"cached_tokens": 3},
         }
+        thinking = (body.get("chat_template_kwargs") or {}).get("enable_thinking") is True
+        if thinking:
+            usage["completion_tokens_details"] = {"reasoning_tokens": 2}
+        calls_tool = "TOOLCALL" in text and body["messages"][-1].get("role") != "tool"
+        if calls_tool:
+            call = {
+                "id": "call_0",
+                "index": 0,
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+            }
         if "HTTP500" in text:
             return JSONResponse({"message": "boom"}, status_code=500)
         if "LATE503" in text:
@@ -63,6 +84,11 @@ def build_fake_upstream() -> FastAPI:
         if "HTTP503" in text:
             return JSONResponse({"message": "busy"}, status_code=503)
         if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": "t" * n}
+            if thinking:
+                message["reasoning_content"] = "I think."
+            if calls_tool:
+                message.update(content=None, tool_calls=[call])
             return JSONResponse(
                 {
                     "id": "x",
@@ -73,8 +99,8 @@ def build_fake_upstream() -> FastAPI:
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": "t" * n},
-                            "finish_reason": "length",
+                            "message": message,
+                            "finish_reason": "tool_calls" if calls_tool else "length",
                         }
                     ],
                 }
@@ -100,6 +126,23 @@ def build_fake_upstream() -> FastAPI:
             return StreamingResponse(one_read(), media_type="text/event-stream")
 
         async def events():
+            if thinking:
+                think = chunk(0, "")
+                think["choices"][0]["delta"] = {"reasoning_content": "I think."}
+                yield f"data: {json.dumps(think)}\n\n".encode()
+            if calls_tool:  # the call in two deltas, SGLang's way: name, then the arguments
+                first, rest = dict(call, function={"name": "get_weather", "arguments": ""}), {
+                    "index": 0, "function": {"arguments": call["function"]["arguments"]}
+                }  # fmt: skip
+                for i, tc in enumerate((first, rest)):
+                    c = chunk(i, "")
+                    c["choices"][0]["delta"] = {"tool_calls": [tc]}
+                    yield f"data: {json.dumps(c)}\n\n".encode()
+                end = chunk(1, "")
+                end["choices"][0].update(delta={}, finish_reason="tool_calls")
+                yield f"data: {json.dumps(end)}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+                return
             for i in range(n):
                 if "SLOW" in text:
                     await asyncio.sleep(0.5)

@@ -249,3 +249,48 @@ def test_bench_agents_tool_calls_program_through_the_provider(provider) -> None:
     assert row["calls"] == 2 + row["tool_calls"], row
     assert row["cached_tokens"] > 0 and 0 < row["cached_ratio"] < 1
     assert row["cost_usd"] > 0 and row["cost_usd_per_run"] == row["cost_usd"]
+
+
+@pytest.mark.filterwarnings("ignore:.*DEPRECATED.*:DeprecationWarning")  # SDK's rate_limit field
+def test_openrouter_sdk_agent_round_trip(provider) -> None:
+    """OpenRouter's Python SDK pointed at the provider's /api/v1 (test_openrouter_sdk.py does the
+    rest against a scripted upstream): a tool call with reasoning, the tool result back as a
+    `tool` message, an answer; reasoning turned off; the generation and the key read back."""
+    from openrouter import OpenRouter
+    from openrouter.utils import RetryConfig
+
+    key = provider["headers"]["Authorization"].split()[1]
+    no_retry = RetryConfig("none", None, False)
+    client = OpenRouter(  # the SDK's default is httpx's 5 s, short for a CPU decode of 96 tokens
+        api_key=key, server_url=provider["url"] + "/api/v1", retry_config=no_retry,
+        timeout_ms=180_000,
+    )  # fmt: skip
+    sampling = {"model": MODEL_ID, "tools": TOOLS, "temperature": 0, "max_tokens": 96}
+    first = client.chat.send(messages=ASK, **sampling)
+    msg = first.choices[0].message
+    assert first.choices[0].finish_reason == "tool_calls" and msg.reasoning, first
+    (call,) = msg.tool_calls
+    args = check_call(call.model_dump())
+    assert call.function.name == "get_weather" and args.get("location")
+    history = [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 21}'},
+    ]
+    second = client.chat.send(messages=history, **sampling)
+    assert second.choices[0].finish_reason == "stop" and second.choices[0].message.content
+    off = client.chat.send(messages=ASK, reasoning={"effort": "none"}, **sampling)
+    assert off.choices[0].message.tool_calls and not off.choices[0].message.reasoning
+    ledger = Ledger(provider["db"])
+    for res in (first, second, off):
+        gen = client.generations.get_generation(id=res.id).data
+        row = ledger.get(res.id)
+        assert gen.total_cost == row.cost == pytest.approx(res.usage.cost, rel=1e-12)
+        assert gen.native_tokens_completion == res.usage.completion_tokens
+        assert gen.native_tokens_reasoning == res.usage.completion_tokens_details.reasoning_tokens
+        assert gen.finish_reason == res.choices[0].finish_reason
+    assert client.generations.get_generation(id=first.id).data.native_tokens_reasoning > 0
+    assert client.generations.get_generation(id=off.id).data.native_tokens_reasoning == 0
+    usage = client.api_keys.get_current_key_metadata().data.usage
+    key_rows = ledger.rows(ledger.get(first.id).key_id)
+    assert usage == pytest.approx(sum(r.cost for r in key_rows), rel=1e-12) and usage > 0

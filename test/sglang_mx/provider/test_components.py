@@ -246,6 +246,7 @@ THINKING = [
     ({"reasoning": {"enabled": False}}, False),
     ({"reasoning": {"effort": "none"}}, False),
     ({"reasoning": {"effort": "high"}}, True),
+    ({"reasoning": {"effort": "max", "summary": "auto"}}, True),  # OpenRouter's SDK's values
     ({"reasoning": {"enabled": True, "exclude": False}}, True),
     ({"chat_template_kwargs": {"enable_thinking": False}}, False),
     ({"reasoning": {"enabled": True}, "chat_template_kwargs": {"enable_thinking": True}}, True),
@@ -266,7 +267,8 @@ def test_reasoning_request_maps_to_enable_thinking(tmp_path: Path, fields, think
 
 BAD_REASONING = [
     ({"reasoning": "high"}, "invalid_parameter", "reasoning"),
-    ({"reasoning": {"effort": "max"}}, "invalid_parameter", "reasoning.effort"),
+    ({"reasoning": {"effort": "extreme"}}, "invalid_parameter", "reasoning.effort"),
+    ({"reasoning": {"summary": "long"}}, "invalid_parameter", "reasoning.summary"),
     ({"reasoning": {"enabled": "yes"}}, "invalid_parameter", "reasoning.enabled"),
     ({"reasoning": {"budget": 5}}, "invalid_parameter", "reasoning"),
     ({"reasoning": {"max_tokens": 512}}, "unsupported_parameter", "reasoning.max_tokens"),

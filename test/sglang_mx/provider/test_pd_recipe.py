@@ -1,6 +1,7 @@
 """The 2x8 MI355X 1P1D recipe's flags (python/sglang_mx/recipes, `mi355x-1p1d`) on the CPU PD
 topology, each role scaled to one CPU rank: what a CPU can run of it (FP8 KV cache, MTP as
-EAGLE 1/1/2 on both sides, its batch sizes, parsers) moves through Mooncake and comes
+EAGLE 1/1/2 on both sides, HiCache on the prefill as the recipe has it, its batch sizes,
+parsers) moves through Mooncake and comes
 back greedy-equal to a plain server with the decode role's flags. Every dropped flag is named
 with its reason; any other flag the recipe gains reaches the CPU run as it is."""
 
@@ -26,8 +27,6 @@ DROPPED = {
     "--enable-dp-attention": "one CPU rank per side",
     "--moe-dense-tp-size": "one CPU rank per side",
     "--enable-dp-lm-head": "one CPU rank per side",
-    "--enable-hierarchical-cache": "HiCache's host pool stages GPU memory; here KV is host memory",
-    "--hicache-ratio": "HiCache, as above",
     "--mem-fraction-static": "a GPU memory fraction",
     "--chunked-prefill-size": "sized for a GPU: SGLang reserves activation memory for it and the "
     "derived --mem-fraction-static goes negative on this box (32768: -1.07)",
@@ -49,6 +48,9 @@ def test_the_cpu_run_keeps_the_recipes_kv_and_mtp_flags():
         assert args[args.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
         assert args[args.index("--speculative-algorithm") + 1] == "EAGLE"
         assert not set(DROPPED) & set(args)
+    # HiCache on the prefill only, as the recipe (and InferenceX) runs it (seam/hicache_cpu.py).
+    assert "--enable-hierarchical-cache" in cpu_role_args("prefill")
+    assert "--enable-hierarchical-cache" not in cpu_role_args("decode")
 
 
 @pytest.fixture(scope="module")

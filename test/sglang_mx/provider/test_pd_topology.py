@@ -1,6 +1,7 @@
-"""provider -> sglang-router (PD mode) -> one prefill + one decode SGLang server, both on the
-default GLM-5 model (mx_dsa, MLA latent pages + FP8 index-key pages), KV moved by Mooncake's
-transfer engine over TCP on loopback; one plain server with the same arguments is the reference.
+"""provider -> smg (SGLang Model Gateway 1.13, PD mode) -> one prefill + one decode SGLang
+server, both on the default GLM-5 model (mx_dsa, MLA latent pages + FP8 index-key pages), KV moved
+by Mooncake's transfer engine over TCP on loopback; one plain server with the same arguments is
+the reference. Prompts go to the gateway as text (its OpenAI routes refuse token ids).
 
 Greedy tokens equal the plain server's, through the router and through the provider; the
 decode server's sparse attention picks the same top-k as the plain server's at every decode

@@ -1,10 +1,14 @@
-"""provider -> sglang-router (cache_aware) -> 2 real SGLang workers of the bundled model: it
-serves and bills, and a worker killed under load makes requests fail fast or finish on the
-other worker, none hang, the ledger stays consistent, and the killed worker (run under the
-supervisor of `sglang-mx serve --restart on-failure`) comes back by itself."""
+"""provider -> smg (SGLang Model Gateway 1.13, cache_aware) -> 2 real SGLang workers of the
+bundled model: it serves and bills; what the provider adds to a request (rid, cache_salt,
+per-chunk usage) reaches the workers through the gateway; a client's disconnect stops the worker;
+smg's Responses API is refused through the provider with a message naming it; and a worker
+killed under load makes requests fail fast or finish on the other worker, none hang, the ledger
+stays consistent, and the killed worker (run under the supervisor of `sglang-mx serve --restart
+on-failure`) comes back by itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -57,9 +61,12 @@ def topology(mxfp4_server: str, tmp_path_factory):
         pricing = write_pricing(tmp / "pricing.json", served, 8192, max_completion_tokens=4000)
         db = tmp / "provider.sqlite"
         _, key = KeyStore(db).create("router-test")
+        # A second key: prefix-cache isolation (--isolation auto) is on, so every request the
+        # provider sends carries its key's cache_salt.
+        _, other_key = KeyStore(db).create("router-test-other")
         prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm", "100000"))
         yield {"url": prov.url, "router": router, "workers": workers, "db": db, "key": key,
-               "supervised": supervised}  # fmt: skip
+               "other_key": other_key, "served": served, "supervised": supervised}  # fmt: skip
 
 
 def _stream(url: str, key: str, prompt: str, max_tokens: int) -> dict:
@@ -73,6 +80,62 @@ def test_serves_and_caches_through_router(topology) -> None:
         assert r["status"] == 200 and r["usage"]["completion_tokens"] == 4, r
     # cache_aware sends the repeats to the worker holding the prefix.
     assert results[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+
+
+def test_rid_and_per_chunk_usage_reach_the_worker_through_smg(topology) -> None:
+    """The fields the provider adds to an OpenAI body (context.RequestContext.upstream_body: rid;
+    openai_service: stream_options.continuous_usage_stats, which bills a broken stream) are not
+    in smg's typed request, or are SGLang extensions: they must reach SGLang. SGLang answers with
+    `id` = the rid it was given and puts usage on every chunk only when asked."""
+    url, rid = topology["router"], f"smg-field-{uuid.uuid4().hex}"
+    body = {"model": topology["served"], "max_tokens": 5, "ignore_eos": True, "rid": rid,
+            "messages": [{"role": "user", "content": f"[{uuid.uuid4().hex}] Hello"}]}  # fmt: skip
+    r = httpx.post(url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200 and r.json()["id"] == rid, r.text
+    body = {
+        **body,
+        "rid": rid + "-s",
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    usages = []
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=120) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data:") and line != "data: [DONE]":
+                event = json.loads(line[5:])
+                assert event["id"] == rid + "-s", event
+                if event.get("choices") and event["choices"][0]["delta"].get("content"):
+                    usages.append(event.get("usage"))
+    # every content chunk carries the running count: 1, 2, ... tokens so far
+    assert [u and u["completion_tokens"] for u in usages] == list(range(1, len(usages) + 1))
+    assert len(usages) == 5, usages
+
+
+def test_cache_salt_reaches_the_worker_through_smg(topology) -> None:
+    """Two keys, so the provider salts each key's requests (cache_salt = HMAC of its key id):
+    a prompt repeated by the same key hits the cache, the same prompt from the other key (which
+    cache_aware sends to the same worker, its text being the same) must not. Were the salt lost
+    on the way, the third request would hit the first one's pages."""
+    prompt = f"[{uuid.uuid4().hex}] " + "A salted system prompt about locks and weirs. " * 30
+    url = topology["url"]
+    first, again = (_stream(url, topology["key"], prompt, 2) for _ in range(2))
+    other = _stream(url, topology["other_key"], prompt, 2)
+    cached = [r["usage"]["prompt_tokens_details"]["cached_tokens"] for r in (first, again, other)]
+    assert all(r["status"] == 200 for r in (first, again, other)), (first, again, other)
+    assert cached[1] > 0 and cached[2] == 0, cached
+
+
+def test_smg_features_the_provider_does_not_serve_are_refused_by_name(topology) -> None:
+    """smg's Responses API (stored history) and its Anthropic Messages route are not offered
+    through the provider: a clear 404 in the OpenAI error shape naming the path, not a 5xx."""
+    h = {"Authorization": f"Bearer {topology['key']}"}
+    messages = {"model": MODEL_ID, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+    for path, body in (("/v1/responses", {"model": MODEL_ID, "input": "hi"}),
+                       ("/v1/messages", messages)):  # fmt: skip
+        r = httpx.post(topology["url"] + path, json=body, headers=h, timeout=30)
+        assert r.status_code == 404, (path, r.status_code, r.text)
+        assert path in r.json()["error"]["message"], r.text
 
 
 def test_health_through_router(topology) -> None:
@@ -90,7 +153,8 @@ def test_disconnect_aborts_through_router(topology) -> None:
             seen += line.startswith("data:")
             if seen == 3:
                 break
-    # The router has no /abort_request; the closed connection must reach the worker.
+    # smg has no /abort_request (404, as sglang-router 0.3.2); the closed connection must reach
+    # the worker.
     t_left, deadline = time.time(), time.monotonic() + 30
     while any(upstream_running(w, since=t_left) != 0 for w in topology["workers"]):
         assert time.monotonic() < deadline, "a worker kept generating after the client left"
@@ -107,8 +171,12 @@ def _kill_when_busy(topology, streaming, min_running: int = 2, timeout_s: float 
     those are mid-stream, past where the router could retry them elsewhere. Returns how many it
     was running. Not kill_server_tree: its wait would reap the child the supervisor waits on."""
     victim, deadline = topology["supervised"], time.monotonic() + timeout_s
+    running = 0
     while not streaming() or (running := upstream_running(victim.base_url) or 0) < min_running:
-        assert time.monotonic() < deadline, "the router sent the victim no streams"
+        assert time.monotonic() < deadline, (
+            f"the router sent the victim no streams (all streaming: {streaming()}, victim "
+            f"running {running}, other {upstream_running(topology['workers'][0])})"
+        )
         time.sleep(0.2)
     os.killpg(victim.sup.child.pid, signal.SIGKILL)
     return running
@@ -119,7 +187,12 @@ def test_worker_killed_under_load(topology) -> None:
     ends with an OpenAI-shaped error event; none goes STALL_S without content; the follow-ups
     are served; the ledger holds one settled row per request, billed as its usage said."""
     url, key = topology["url"], topology["key"]
-    prompts = [f"[{uuid.uuid4().hex}] Tell a long story about mill number {i}."
+    # smg's cache_aware sends a prompt that matches no cached prefix to the worker whose routed
+    # text (its approximate tree) is smallest. Each of these prompts is longer than the gap the
+    # earlier tests can leave between the two trees (~1,600 characters), so each makes its
+    # worker's tree the larger and the streams alternate between the workers (by hand: 4 and 4).
+    filler = "The wheel of the mill turns by the river all night long. " * 30
+    prompts = [f"[{uuid.uuid4().hex}] Tell a long story about mill number {i}. {filler}"
                for i in range(STREAMS)]  # fmt: skip
     started: set[int] = set()
     with ThreadPoolExecutor(STREAMS + 1) as pool:

@@ -94,11 +94,11 @@ def violations(args: list[str], role: str = "engine") -> list[str]:
 
 
 def router_violations(router: list[str], decode_args: list[str]) -> list[str]:
-    """sglang-router in PD mode (CONTEXT 14): --pd-disaggregation; a DP-attention decode is
-    routed rank by rank (--dp-aware)."""
+    """smg (SGLang Model Gateway) in PD mode (CONTEXT 14): --pd-disaggregation; a DP-attention
+    decode is routed rank by rank (--dp-aware)."""
     out = []
     if "--pd-disaggregation" not in router:
-        out.append("a 1P1D router runs --pd-disaggregation [sglang_router.launch_router]")
+        out.append("a 1P1D router runs --pd-disaggregation [smg launch --help]")
     if _dp_attention(decode_args) and "--dp-aware" not in router:
         out.append("a DP-attention decode is routed with --dp-aware [InferenceX models.yaml]")
     return out

@@ -1,9 +1,9 @@
 """Launch recipes as data (sglang_mx.recipes, python/sglang_mx/recipes/mi355x.json): the shell
 recipes exec exactly the data's flags, the CPU scaling names every substitution, a recipe that
 sets a flag twice is refused, and every flag of every recipe and role (the 1P1D prefill, decode
-and router included) is one SGLang 0.5.23's and sglang-router 0.3.2's own parsers take
-(recipes.check). Starting each single-node recipe's CPU flag set: test_layouts.py; the 1P1D
-Kubernetes manifests: test_k8s_manifests.py."""
+and router included) is one SGLang 0.5.23's and smg 1.13's (SGLang Model Gateway) own
+parsers take (recipes.check). Starting each single-node recipe's CPU flag set: test_layouts.py;
+the 1P1D Kubernetes manifests: test_k8s_manifests.py."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ from sglang_mx.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
-SLOW_ROUTER_PYTHON = """#!/bin/sh
-if [ "$1 $2" = "-m sglang_router.launch_router" ]; then sleep 10; exit 0; fi
-exec {python} "$@"
+# A stand-in for `smg` on PATH that waits and exits: the router line is not run.
+SLOW_ROUTER = """#!/bin/sh
+sleep 10
 """
 
 
@@ -112,9 +112,9 @@ def test_the_shell_recipe_execs_the_data_flags(name, tmp_path):
     fake.chmod(0o755)
     # The router line is not run: it waits a while, so the script's exit trap (which kills the
     # backgrounded engines) cannot cut a fake engine off before it printed its flags.
-    fake_python = tmp_path / "python"
-    fake_python.write_text(SLOW_ROUTER_PYTHON.format(python=sys.executable))
-    fake_python.chmod(0o755)
+    fake_router = tmp_path / "smg"
+    fake_router.write_text(SLOW_ROUTER)
+    fake_router.chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "MODEL": "/ckpt"}
     script = ROOT / "scripts" / "launch" / SCRIPTS[name]
     out = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
@@ -133,7 +133,8 @@ def test_cpu_scaling_names_each_substitution():
     for name in recipes.names():
         node, (cpu, subs) = recipes.render_args(name), recipes.cpu_args(name)
         changed = {s.flag for s in subs}
-        assert "--enable-hierarchical-cache" in changed and "--enable-hierarchical-cache" not in cpu
+        # HiCache is kept (seam/hicache_cpu.py): the CPU run carries the flag as the node does.
+        assert "--enable-hierarchical-cache" not in changed and "--enable-hierarchical-cache" in cpu
         assert all(s.why for s in subs)
         # Flags not substituted are passed exactly as the recipe has them.
         kept = [a for a in node if a.startswith("--") and a not in changed]
@@ -193,7 +194,7 @@ def test_every_engine_flag_is_sglangs():
         assert check.deprecated_flags(args) == KNOWN_DEPRECATED.get(name, []), what
 
 
-def test_every_router_flag_is_sglang_routers():
+def test_every_router_flag_is_smgs():
     for name in recipes.names():
         router = list(recipes.recipe(name).router)
         urls = ["--worker-urls", "http://a:30001", "http://a:30002"] if router else []
@@ -222,7 +223,7 @@ def test_the_flag_check_refuses_what_sglang_would(args, said):
     "args,said",
     [
         (["--dp-awarre"], "unrecognized arguments: --dp-awarre"),
-        (["--policy", "consistent_hashing"], "invalid choice: 'consistent_hashing'"),
+        (["--policy", "cache-aware"], "invalid choice: 'cache-aware'"),  # it is cache_aware
         (["--decode-policy", "bucket"], "invalid choice: 'bucket'"),
         (["--pd-disaggregation", "--prefill", "http://p:30000", "port"], "Invalid bootstrap port"),
     ],
@@ -297,16 +298,15 @@ def test_a_1p1d_role_that_contradicts_itself_is_refused(monkeypatch, tmp_path, r
             pd.recipe("mi355x-1p1d")
 
 
-FAKE_PYTHON = """#!/bin/sh
-if [ "$1" = -m ] && [ "$2" = sglang_router.launch_router ]; then
-  shift 2; echo ROUTER; for a in "$@"; do echo "$a"; done; exit 0
-fi
-exec {python} "$@"
+# A stand-in for `smg` on PATH: `smg launch ARGS` prints ROUTER and its ARGS, one per line.
+FAKE_ROUTER = """#!/bin/sh
+[ "$1" = launch ] || exit 3
+shift; echo ROUTER; for a in "$@"; do echo "$a"; done; exit 0
 """
 
 
 def _run_1p1d(tmp_path, *argv: str, **env: str) -> list[str]:
-    for name, text in (("sglang-mx", FAKE_CLI), ("python", FAKE_PYTHON)):
+    for name, text in (("sglang-mx", FAKE_CLI), ("smg", FAKE_ROUTER)):
         (tmp_path / name).write_text(text.format(python=sys.executable))
         (tmp_path / name).chmod(0o755)
     full = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", **env}

@@ -71,3 +71,51 @@ def test_serve_refuses_an_unknown_allocator_in_one_line(monkeypatch, capsys):
     assert main(["serve", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "SGLANG_MX_MALLOC must be auto, jemalloc or glibc" in err
+
+
+@pytest.mark.server
+def test_a_served_scheduler_has_jemalloc_mapped(tmp_path):
+    """`sglang-mx serve` started for real on the bundled MXFP4 model: its scheduler process (the
+    one whose resident memory climbed on glibc) has libjemalloc mapped, read from its
+    /proc/PID/maps; the test waits only until that process exists, then stops the server."""
+    import signal
+    import time
+    from pathlib import Path
+
+    import psutil
+    from sglang_mx.assets import bundled_model_path
+    from sglang_mx.env import ENV
+    from sglang_mx_lab.testing.server import free_port
+
+    if not ENV.platform_wanted():
+        pytest.skip("a GPU is visible: serve leaves the allocator alone")
+    lib = _installed()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "MALLOC_MMAP_THRESHOLD_", "SGLANG_MX_MALLOC")}  # fmt: skip
+    cli = str(Path(sys.executable).parent / "sglang-mx")
+    cmd = [cli, "serve", "--model-path", str(bundled_model_path("mxfp4")), "--host",
+           "127.0.0.1", "--port", str(free_port())]  # fmt: skip
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    try:
+        deadline, maps = time.monotonic() + 300, None
+        while maps is None:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "no scheduler process in 300 s"
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    if "sglang::scheduler" in " ".join(child.cmdline()):
+                        maps = Path(f"/proc/{child.pid}/maps").read_text()
+                except (psutil.Error, OSError):
+                    continue
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert f"CPU allocator: jemalloc ({lib})" in (tmp_path / "serve.log").read_text()
+    assert os.path.realpath(lib) in maps, "the served scheduler has no libjemalloc mapped"

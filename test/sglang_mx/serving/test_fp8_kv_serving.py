@@ -19,8 +19,21 @@ so the bound is twice the format's own KL, per view (mean and worst prompt), plu
 for the last digits of the measurement. The planted break, the first 128-value group of every
 packed row read at 1.1x its scale (kv_plant/ beside this file: a coherent 10% error on a
 quarter of the latent, 1.6x the format's largest rounding), measured 0.0080 / 0.0065 mean and
-0.018 / 0.014 worst prompt (2026-12-03), 3-9x the bound; it is started beside the others and
-must fail it. Top-1 agreement is asserted in both views (TOP1).
+0.018 / 0.014 worst prompt (2026-12-03), 2.2-5.9x the bound (prefill mean 2.2x, decode mean
+3.4x, worst prompt 4.1x / 5.9x); it is started beside the others and must fail it. Top-1
+agreement is asserted in both views (TOP1).
+
+Still open (issue 54, item 2): FP8_KL is a measurement of these same two servers, so a bug
+present on the day it was measured sits inside the bound. The format's own KL, from its
+arithmetic on the reference model (testing/kv_format.py: transformers' GLM-5 in float32, the
+latent rounded to e4m3 with 128-value group scales against bf16; kv_quality's prompts, 16
+tokens), is 0.00039 / 0.00046 mean and 0.00105 / 0.00063 worst prompt (prefill / decode;
+with the logits rounded to bf16, as a bf16 server hands them out, 0.00050 / 0.00057 and
+0.00104 / 0.00074; 2026-12-06, the 2-core box, transformers 5.19.0, torch 2.13.0+cpu): the
+served pair measures 3.2x / 1.3x and 1.8x / 1.3x the bf16-logit figures, so on the prefill mean
+the served FP8 path adds error the format does not explain (or the reference misses a served
+difference: bf16 activations, MXFP4 experts), which wants finding before a multiple of the
+format's KL can be the bound without being fitted to the build's own figure.
 """
 
 from __future__ import annotations

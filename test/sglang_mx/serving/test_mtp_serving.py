@@ -6,6 +6,9 @@ test_hostile_campaign.py ("glm5-mtp")."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -20,11 +23,27 @@ PROMPTS = (
     "# parse the arguments\nparser = argparse.",
 )
 NEW_TOKENS = 32
-# Kept / proposed drafts over PROMPTS (greedy, so deterministic per build), EAGLE 1/1/2, SGLang
-# 0.5.23, the 2-core CPU box. The distilled NextN draft (2026-12-05): bf16 eh_proj 62 / 124 =
-# 0.500, eh_proj MXFP4 63 / 123 = 0.512. The draft it replaced (2026-12-01): bf16 eh_proj 29 /
-# 157 = 0.185, MXFP4 27 / 159 = 0.170, eh_proj zeroed 0 / 186 = 0.
-MIN_ACCEPT_RATE = 0.25  # half the distilled draft's rate; the old draft's 0.185 fails it
+# The floor comes from the draft's own record, not from this test's runs: the distillation
+# script (scripts/distill_tiny_glm5_mtp.py) measured on 96 held-out continuations that the NextN
+# layer's first draft equals the main model's greedy token 0.715 of the time
+# (docs/results/mtp-distill-training-cpu.json, held_out_after.step1_agrees_with_main_greedy).
+# A served 1/1/2 chain keeps a draft exactly when it is that token, so the served rate estimates
+# the same share, on other text (six short code prompts, not corpus continuations, and the
+# served chain's keys, not the script's simulated ones): the floor is HELD_OUT_SHARE of it.
+# Measured over PROMPTS (greedy, so deterministic per build), EAGLE 1/1/2, SGLang 0.5.23, the
+# 2-core CPU box: the distilled draft (2026-12-05) bf16 eh_proj 62 / 124 = 0.500 (0.70 of the
+# record), eh_proj MXFP4 63 / 123 = 0.512; the draft it replaced (2026-12-01) 29 / 157 = 0.185,
+# MXFP4 27 / 159 = 0.170, eh_proj zeroed 0 / 186 = 0. (Until 2026-12-06 the floor was 0.25, half
+# this test's own 0.500.)
+DISTILL_RECORD = Path(__file__).parents[3] / "docs/results/mtp-distill-training-cpu.json"
+HELD_OUT_SHARE = 0.5
+
+
+def min_accept_rate() -> float:
+    record = json.loads(DISTILL_RECORD.read_text())
+    return HELD_OUT_SHARE * record["held_out_after"]["step1_agrees_with_main_greedy"]
+
+
 # MXFP4 eh_proj against the bf16 one: rounding may flip a few drafts, not a tenth of them.
 EH_PROJ_MARGIN = 0.05
 
@@ -67,8 +86,8 @@ def acceptance(url: str, reference: str | None = None) -> float:
 def test_greedy_tokens_equal_without_mtp_and_drafts_are_accepted(mtp_server, default_server):
     without = greedy(default_server, PROMPTS[0])["meta_info"]
     assert not without.get("spec_verify_ct"), without  # the reference server does not speculate
-    rate = acceptance(mtp_server, reference=default_server)
-    assert rate >= MIN_ACCEPT_RATE, f"accepted / proposed drafts {rate:.3f} < {MIN_ACCEPT_RATE}"
+    rate, floor = acceptance(mtp_server, reference=default_server), min_accept_rate()
+    assert rate >= floor, f"accepted / proposed drafts {rate:.3f} < {floor:.3f}"
 
 
 @pytest.fixture(scope="module")

@@ -25,18 +25,21 @@ from sglang_mx.attention.dsa import hadamard
 from sglang_mx.sglang_version import check_version
 
 # Diagnostic: a directory to which every indexer call saves its query positions and top-k (one
-# .pt file per layer call). SGLang's own top-k capture (--enable-return-indexer-topk) is
-# CUDA/NPU-only in 0.5.23; tests use this to compare served selections with transformers'.
+# .pt file per layer call), with what a reference needs to re-derive the choice: the call's query
+# and head weights and the key rows it wrote (before FP8), in the compute dtype. SGLang's own
+# top-k capture (--enable-return-indexer-topk) is CUDA/NPU-only in 0.5.23; tests use this to
+# compare served selections with transformers' and with a top-k computed from the key format.
 TOPK_DUMP_ENV = "SGLANG_MX_DSA_TOPK_DUMP"
 _dump_seq = itertools.count()
 
 
-def _dump_topk(layer_id: int, positions: torch.Tensor, topk: torch.Tensor) -> None:
+def _dump_topk(layer_id: int, positions, topk, query, weights, key) -> None:
     folder = os.environ.get(TOPK_DUMP_ENV)
     if not folder:
         return
     n = next(_dump_seq)
-    record = {"layer": layer_id, "positions": positions.cpu(), "topk": topk.cpu()}
+    tensors = dict(positions=positions, topk=topk, query=query, weights=weights, key=key)
+    record = {"layer": layer_id} | {name: t.detach().cpu() for name, t in tensors.items()}
     torch.save(record, Path(folder) / f"{os.getpid()}-{n:07d}-L{layer_id}.pt")
 
 
@@ -83,7 +86,7 @@ def indexer_forward_native(
     if not return_indices:
         return None
     topk = backend.index_topk(query, weights, buf, forward_batch, self.index_topk)
-    _dump_topk(layer_id, positions, topk)
+    _dump_topk(layer_id, positions, topk, query, weights, key)
     return topk
 
 

@@ -1,0 +1,292 @@
+"""What the shared store costs on the request path.
+
+1. Driver: one request's three store calls (admission `mx_admit`, opening its row with the
+   spend reservation `mx_open`, settling it `mx_finish`) against a local PostgreSQL, through
+   psycopg 3 called synchronously (what the provider does), psycopg 3's async connection and
+   asyncpg (both on uvloop), p50/p99 per request; the embedded SQLite store's same three steps
+   beside them.
+2. Added latency: 1-token /v1/completions, interleaved: direct to the upstream, through one
+   provider on SQLite, one on PostgreSQL, and HAProxy in front of two PostgreSQL replicas (the
+   load balancer's hop included). "Added" is the median of per-pair differences against direct.
+   The upstream is benchmark/null_upstream.py (a fixed completion, no model: the provider's own
+   work, nothing contending for the cores; not SGLang).
+
+    python benchmark/provider_store.py [--requests N] [--calls N]
+
+Starts a throwaway PostgreSQL cluster (sglang_mx.provider.pg_local) and stops it; writes JSON +
+PNG under docs/results/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+from common import finish, parser, pct, run_meta
+from provider_overhead import cpu_seconds, timed_post, write_pricing
+from sglang_mx.provider import pg_local
+from sglang_mx.provider.haproxy import haproxy_process
+from sglang_mx.provider.keys import KeyStore
+from sglang_mx.provider.launch import free_port, provider_process
+
+ADMIT = "SELECT mx_admit(%s, 1000000000, 1000000000, 1)"
+OPEN = "SELECT * FROM mx_open(ARRAY[%s], %s, 'm', 'bench', 0.0001, 1000000)"
+SETTLE = "SELECT mx_finish(%s, 'ok', 5, 1, 4, 0.0000045, NULL)"
+
+
+def summary(xs: list[float]) -> dict[str, float]:
+    return {"p50_us": 1e6 * pct(xs, 50), "p99_us": 1e6 * pct(xs, 99)}
+
+
+def psycopg_sync(url: str, n: int) -> list[float]:
+    import psycopg
+
+    out = []
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("SET synchronous_commit = off")
+        for i in range(n + 20):
+            rid = uuid.uuid4().hex
+            t0 = time.perf_counter()
+            c.execute(ADMIT, ("k",)).fetchall()
+            c.execute(OPEN, (rid, "k")).fetchall()
+            c.execute(SETTLE, (rid,)).fetchall()
+            if i >= 20:
+                out.append(time.perf_counter() - t0)
+    return out
+
+
+async def _psycopg_async(url: str, n: int) -> list[float]:
+    import psycopg
+
+    out = []
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
+        await c.execute("SET synchronous_commit = off")
+        for i in range(n + 20):
+            rid = uuid.uuid4().hex
+            t0 = time.perf_counter()
+            await (await c.execute(ADMIT, ("k",))).fetchall()
+            await (await c.execute(OPEN, (rid, "k"))).fetchall()
+            await (await c.execute(SETTLE, (rid,))).fetchall()
+            if i >= 20:
+                out.append(time.perf_counter() - t0)
+    return out
+
+
+async def _asyncpg(url: str, n: int) -> list[float]:
+    import asyncpg
+
+    out = []
+    c = await asyncpg.connect(url.replace("postgresql://", "postgres://"))
+    try:
+        await c.execute("SET synchronous_commit = off")
+        admit, opened, settle = (q.replace("%s", "$1", 1).replace("%s", "$2")
+                                 for q in (ADMIT, OPEN, SETTLE))  # fmt: skip
+        for i in range(n + 20):
+            rid = uuid.uuid4().hex
+            t0 = time.perf_counter()
+            await c.fetch(admit, "k")
+            await c.fetch(opened, rid, "k")
+            await c.fetch(settle, rid)
+            if i >= 20:
+                out.append(time.perf_counter() - t0)
+    finally:
+        await c.close()
+    return out
+
+
+def _on_uvloop(coro_fn, url: str, n: int) -> list[float]:
+    import uvloop
+
+    return uvloop.run(coro_fn(url, n))
+
+
+def sqlite_store(tmp: Path, n: int) -> list[float]:
+    """The embedded store's same steps: in-memory limiter, Ledger.open and Ledger.finish."""
+    from sglang_mx.provider.ledger import Ledger
+    from sglang_mx.provider.ratelimit import RateLimiter
+
+    ledger, limiter = Ledger(tmp / "drivers.sqlite", background_checkpoint=True), RateLimiter()
+    out = []
+    for i in range(n + 20):
+        rid = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        limiter.acquire("k", 10**9, 10**9)
+        ledger.open([rid], "k", "m", 0.0001, 1e6)
+        ledger.finish(rid, "ok", 5, 1, 4, 4.5e-6)
+        if i >= 20:
+            out.append(time.perf_counter() - t0)
+    ledger.db.close()
+    return out
+
+
+def drivers(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]:
+    from sglang_mx.provider.db import open_database
+
+    open_database(cluster.url).close()  # migrate
+    runs = {
+        "psycopg3_sync": lambda: psycopg_sync(cluster.url, n),
+        "psycopg3_async_uvloop": lambda: _on_uvloop(_psycopg_async, cluster.url, n),
+        "asyncpg_uvloop": lambda: _on_uvloop(_asyncpg, cluster.url, n),
+        "sqlite_embedded": lambda: sqlite_store(tmp, n),
+    }
+    out: dict[str, Any] = {"calls_per_request": 3, "requests": n}
+    for _ in range(2):  # two rounds, interleaved by driver; the better round is kept
+        for name, fn in runs.items():
+            row = summary(fn())
+            if name not in out or row["p50_us"] < out[name]["p50_us"]:
+                out[name] = row
+    return out
+
+
+def added_latency(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]:
+    port = free_port()
+    script = Path(__file__).with_name("null_upstream.py")
+    stack = ExitStack()
+    proc = subprocess.Popen([sys.executable, str(script), str(port)])
+    stack.callback(lambda: (proc.kill(), proc.wait(timeout=10)))
+    with stack:
+        up = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                model = httpx.get(up + "/v1/models", timeout=1).json()["data"][0]["id"]
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        pricing = write_pricing(tmp / "pricing.json", model)
+        lite = tmp / "bench.sqlite"
+        keys = {}
+        for name, db in (("sqlite", lite), ("postgresql", cluster.url)):
+            keys[name] = KeyStore(db).create("bench", 10**9, 10**9, 1e6)[1]  # capped: reserves
+        flags = ("--default-rpm", "100000000")
+        p_lite = stack.enter_context(provider_process(up, pricing, lite, *flags))
+        p_pg = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
+        # the balanced pair is its own two replicas, so each path's CPU is its own
+        p_pg2 = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
+        p_pg3 = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
+        lb = stack.enter_context(haproxy_process(free_port(), [p_pg2.url, p_pg3.url]))
+        paths = {
+            "provider_sqlite": (p_lite.url, keys["sqlite"], [p_lite]),
+            "provider_postgresql": (p_pg.url, keys["postgresql"], [p_pg]),
+            "haproxy_2x_provider_postgresql": (lb, keys["postgresql"], [p_pg2, p_pg3]),
+        }
+        direct_body = {"model": model, "prompt": "The quick brown fox", "max_tokens": 1}
+        prov_body = dict(direct_body, model="bench/tiny")
+        times: dict[str, list[float]] = {"direct": [], **{k: [] for k in paths}}
+        with httpx.Client(timeout=60) as c:
+            for _ in range(20):  # warm every path
+                timed_post(c, up + "/v1/completions", direct_body, {})
+                for url, key, _ in paths.values():
+                    timed_post(
+                        c, url + "/v1/completions", prov_body, {"Authorization": f"Bearer {key}"}
+                    )
+            cpu0 = {p.proc.pid: cpu_seconds(p.proc.pid) for p in (p_lite, p_pg, p_pg2, p_pg3)}
+            for _ in range(n):
+                times["direct"].append(timed_post(c, up + "/v1/completions", direct_body, {}))
+                for name, (url, key, _) in paths.items():
+                    h = {"Authorization": f"Bearer {key}"}
+                    times[name].append(timed_post(c, url + "/v1/completions", prov_body, h))
+            cpu = {pid: cpu_seconds(pid) - t for pid, t in cpu0.items()}
+    out: dict[str, Any] = {"requests": n, "upstream": "benchmark/null_upstream.py (not SGLang)",
+                           "direct_p50_ms": 1e3 * pct(times["direct"], 50),
+                           "direct_p99_ms": 1e3 * pct(times["direct"], 99)}  # fmt: skip
+    for name, (_, _, procs) in paths.items():
+        diffs = [b - a for a, b in zip(times["direct"], times[name], strict=True)]
+        out[name] = {
+            "p50_ms": 1e3 * pct(times[name], 50),
+            "p99_ms": 1e3 * pct(times[name], 99),
+            "added_p50_ms": 1e3 * statistics.median(diffs),
+            "added_p99_ms": 1e3 * (pct(times[name], 99) - pct(times["direct"], 99)),
+            "provider_cpu_us_per_request": 1e6 * sum(cpu[p.proc.pid] for p in procs) / n,
+        }
+    out["load_avg_1m_after"] = os.getloadavg()[0]
+    return out
+
+
+def store_versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    def first_line(cmd: list[str]) -> str:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        return (out.stdout or out.stderr).splitlines()[0]
+
+    return {
+        "postgresql": first_line([str(pg_local.bin_dir() / "postgres"), "--version"]),
+        "postgresql_setup": "local cluster, Unix socket, synchronous_commit=off (the default)",
+        "haproxy": first_line(["haproxy", "-v"]),
+        "psycopg": version("psycopg"),
+        "asyncpg": version("asyncpg"),
+        "uvloop": version("uvloop"),
+    }
+
+
+def table(result: dict[str, Any]) -> None:
+    d = result["drivers"]
+    print(f"store calls per request ({d['calls_per_request']} calls, {d['requests']} requests):")
+    for name in ("psycopg3_sync", "psycopg3_async_uvloop", "asyncpg_uvloop", "sqlite_embedded"):
+        print(f"  {name:24} p50 {d[name]['p50_us']:7.0f} us  p99 {d[name]['p99_us']:7.0f} us")
+    a = result["added"]
+    print(f"added latency vs direct ({a['requests']} interleaved requests, {a['upstream']}); "
+          f"direct p50 {a['direct_p50_ms']:.2f} ms:")  # fmt: skip
+    for name in ("provider_sqlite", "provider_postgresql", "haproxy_2x_provider_postgresql"):
+        r = a[name]
+        print(f"  {name:32} added p50 {r['added_p50_ms']:.2f} ms  p99 {r['added_p99_ms']:.2f} ms"
+              f"  CPU {r['provider_cpu_us_per_request']:.0f} us/req")  # fmt: skip
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    d = result["drivers"]
+    names = ["psycopg3_sync", "psycopg3_async_uvloop", "asyncpg_uvloop", "sqlite_embedded"]
+    ax1.bar(names, [d[n]["p50_us"] for n in names], label="p50")
+    ax1.set_ylabel("us per request (3 store calls)")
+    ax1.set_title("store calls per request, p50")
+    ax1.tick_params(axis="x", labelrotation=20, labelsize=7)
+    a = result["added"]
+    paths = ["provider_sqlite", "provider_postgresql", "haproxy_2x_provider_postgresql"]
+    ax2.bar(paths, [a[p]["added_p50_ms"] for p in paths])
+    ax2.axhline(2.0, color="red", linestyle="--", label="2 ms target")
+    ax2.set_ylabel("added p50 ms vs direct")
+    ax2.set_title("added latency (null upstream)")
+    ax2.tick_params(axis="x", labelrotation=20, labelsize=7)
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    out = Path(__file__).resolve().parents[1] / "docs/results/provider-store.json"
+    p = parser(__doc__, str(out), requests=1000, calls=2000)
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="provider-store-"))
+    with ExitStack() as stack:
+        cluster = pg_local.create()
+        stack.callback(lambda: shutil.rmtree(cluster.root, ignore_errors=True))
+        stack.callback(lambda: cluster.stop("fast"))
+        result = {
+            "meta": run_meta("null upstream (no model)", args),
+            "store": store_versions(),
+            "drivers": drivers(cluster, tmp, args.calls),
+            "added": added_latency(cluster, tmp, args.requests),
+        }
+    return finish(result, Path(args.out), table, plot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

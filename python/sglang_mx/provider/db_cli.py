@@ -1,0 +1,63 @@
+"""`sglang-mx provider db migrate|import`: bring a store's schema up to date (idempotent), and
+move an embedded SQLite store into an empty PostgreSQL one with its counts and sums checked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "manage the provider's store (schema migrations, SQLite -> PostgreSQL import)"
+
+
+def add_actions(p: argparse.ArgumentParser) -> None:
+    p.set_defaults(func=lambda args: args.db_action(args))
+    sub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    m = sub.add_parser("migrate", help="apply the schema migrations the store lacks")
+    m.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
+    m.set_defaults(db_action=_migrate)
+    i = sub.add_parser("import", help="copy an SQLite store into an empty PostgreSQL one")
+    i.add_argument("--db", required=True, help="the target: a postgresql:// URL")
+    i.add_argument("--from", dest="source", required=True, type=Path, help="the SQLite file")
+    i.set_defaults(db_action=_import)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from sglang_mx.provider.db import Database, is_url
+    from sglang_mx.provider.migrate import applied, migrate
+
+    if is_url(args.db):
+        from sglang_mx.provider.pg import PgDatabase
+
+        db = PgDatabase(args.db, synchronous_commit=True)
+    else:
+        db = Database(args.db)
+    done = migrate(db)
+    for m in done:
+        print(f"applied {m.version:04d}_{m.name}")
+    print(f"schema at version {max(applied(db), default=0)} ({len(done)} applied now)")
+    db.close()
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from sglang_mx.provider.db import is_url, open_database
+    from sglang_mx.provider.store_import import ImportRefused, import_sqlite
+
+    if not is_url(args.db):
+        print("sglang-mx: error: --db must be a postgresql:// URL", file=sys.stderr)
+        return 2
+    target = open_database(args.db, synchronous_commit=True)
+    try:
+        report = import_sqlite(args.source, target)
+    except ImportRefused as e:
+        print(f"sglang-mx: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        target.close()
+    print(f"imported {report.keys} keys and {report.rows} ledger rows ({report.cost} USD)")
+    print(f"{'key':10} {'rows':>8} {'tokens':>12} {'cost_usd':>16}")
+    for key_id, (rows, tokens, cost) in sorted(report.per_key.items()):
+        print(f"{key_id:10} {rows:8d} {tokens:12d} {cost:>16}")
+    print("checked: counts, tokens and cost per key read back equal to the file's")
+    return 0

@@ -16,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "provider",
         help="run the OpenRouter-style provider endpoint",
         description="Serve priced, metered, authenticated OpenAI-compatible routes in front of "
-        "an SGLang server or sglang-router.",
+        "an SGLang server or the smg gateway.",
     )
     # Required to serve, but not to `provider keys`: checked in run() (argparse would ask for
     # them before the keys action too).

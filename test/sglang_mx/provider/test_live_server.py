@@ -344,11 +344,15 @@ def test_rate_limit_429_with_retry_after(live) -> None:
 
 
 def test_spend_cap_402(live) -> None:
+    """The cap (1e-7 USD) is below any request's worst case (its prompt bound plus max_tokens at
+    the key's price), so the reservation refuses each before it reaches SGLang: a 402 naming
+    the limit, and nothing billed (until 2026-12-06 the first request ran and overspent)."""
     client = _client(live, "capped")
-    client.completions.create(model=MODEL_ID, prompt=_prompt(3), max_tokens=2)  # overspends cap
-    with pytest.raises(openai.APIStatusError) as info:
-        client.completions.create(model=MODEL_ID, prompt="hi", max_tokens=1)
-    assert info.value.status_code == 402
+    for prompt, max_tokens in ((_prompt(3), 2), ("hi", 1)):
+        with pytest.raises(openai.APIStatusError) as info:
+            client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=max_tokens)
+        assert info.value.status_code == 402
+        assert "limit" in str(info.value), info.value
 
 
 def test_keys_hashed_at_rest(live) -> None:

@@ -107,9 +107,11 @@ def test_rid_and_per_chunk_usage_reach_the_worker_through_smg(topology) -> None:
                 assert event["id"] == rid + "-s", event
                 if event.get("choices") and event["choices"][0]["delta"].get("content"):
                     usages.append(event.get("usage"))
-    # every content chunk carries the running count: 1, 2, ... tokens so far
-    assert [u and u["completion_tokens"] for u in usages] == list(range(1, len(usages) + 1))
-    assert len(usages) == 5, usages
+    # every content chunk carries the running count of tokens so far, rising to max_tokens (SGLang
+    # sends a slow reader two steps' tokens in one chunk: 1, 2, 3, 5 is a running count too)
+    counts = [u and u["completion_tokens"] for u in usages]
+    assert all(isinstance(c, int) for c in counts), usages
+    assert counts == sorted(set(counts)) and counts[0] >= 1 and counts[-1] == 5, counts
 
 
 def test_cache_salt_reaches_the_worker_through_smg(topology) -> None:

@@ -49,7 +49,10 @@ EH_PROJ_MARGIN = 0.05
 
 
 def greedy(url: str, prompt: str) -> dict:
-    body = {"text": prompt, "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0}}
+    # ignore_eos: every prompt runs NEW_TOKENS steps, so the count below is over the same steps
+    # whatever the weights (the agent fine-tune of 2026-12-06 ends one prompt at its 9th token)
+    params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
+    body = {"text": prompt, "sampling_params": params}
     r = httpx.post(f"{url}/generate", json=body, timeout=600)
     assert r.status_code == 200, r.text
     return r.json()

@@ -1,7 +1,8 @@
 """What the shared store costs on the request path.
 
-1. Driver: one request's three store calls (admission `mx_admit`, opening its row with the
-   spend reservation `mx_open`, settling it `mx_finish`) against a local PostgreSQL, through
+1. Driver: one request's two store calls (admission and opening its row with the spend
+   reservation, `mx_admit_open`; settling it with its generation stats, `mx_settle`) against a
+   local PostgreSQL, through
    psycopg 3 called synchronously (what the provider does), psycopg 3's async connection and
    asyncpg (both on uvloop), p50/p99 per request; the embedded SQLite store's same three steps
    beside them.
@@ -38,9 +39,13 @@ from sglang_mx.provider.haproxy import haproxy_process
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.launch import free_port, provider_process
 
-ADMIT = "SELECT mx_admit(%s, 1000000000, 1000000000, 1)"
-OPEN = "SELECT * FROM mx_open(ARRAY[%s], %s, 'm', 'bench', 0.0001, 1000000)"
-SETTLE = "SELECT mx_finish(%s, 'ok', 5, 1, 4, 0.0000045, NULL)"
+OPEN = (
+    "SELECT * FROM mx_admit_open(1000000000, 1000000000, 1, ARRAY[%s], %s, 'm', 'bench', "
+    "0.0001, 1000000)"
+)
+SETTLE = (
+    "SELECT mx_settle(%s, 'ok', 5, 1, 4, 0.0000045, NULL, 'completions', 0, 'stop', 'stop', 0, 1.5)"
+)
 
 
 def summary(xs: list[float]) -> dict[str, float]:
@@ -56,7 +61,6 @@ def psycopg_sync(url: str, n: int) -> list[float]:
         for i in range(n + 20):
             rid = uuid.uuid4().hex
             t0 = time.perf_counter()
-            c.execute(ADMIT, ("k",)).fetchall()
             c.execute(OPEN, (rid, "k")).fetchall()
             c.execute(SETTLE, (rid,)).fetchall()
             if i >= 20:
@@ -73,7 +77,6 @@ async def _psycopg_async(url: str, n: int) -> list[float]:
         for i in range(n + 20):
             rid = uuid.uuid4().hex
             t0 = time.perf_counter()
-            await (await c.execute(ADMIT, ("k",))).fetchall()
             await (await c.execute(OPEN, (rid, "k"))).fetchall()
             await (await c.execute(SETTLE, (rid,))).fetchall()
             if i >= 20:
@@ -88,12 +91,11 @@ async def _asyncpg(url: str, n: int) -> list[float]:
     c = await asyncpg.connect(url.replace("postgresql://", "postgres://"))
     try:
         await c.execute("SET synchronous_commit = off")
-        admit, opened, settle = (q.replace("%s", "$1", 1).replace("%s", "$2")
-                                 for q in (ADMIT, OPEN, SETTLE))  # fmt: skip
+        opened, settle = (q.replace("%s", "$1", 1).replace("%s", "$2")
+                          for q in (OPEN, SETTLE))  # fmt: skip
         for i in range(n + 20):
             rid = uuid.uuid4().hex
             t0 = time.perf_counter()
-            await c.fetch(admit, "k")
             await c.fetch(opened, rid, "k")
             await c.fetch(settle, rid)
             if i >= 20:
@@ -110,7 +112,9 @@ def _on_uvloop(coro_fn, url: str, n: int) -> list[float]:
 
 
 def sqlite_store(tmp: Path, n: int) -> list[float]:
-    """The embedded store's same steps: in-memory limiter, Ledger.open and Ledger.finish."""
+    """The embedded store's same steps: in-memory limiter, Ledger.open and Ledger.finish with
+    the generation stats."""
+    from sglang_mx.provider.generations import GenerationStats
     from sglang_mx.provider.ledger import Ledger
     from sglang_mx.provider.ratelimit import RateLimiter
 
@@ -121,7 +125,8 @@ def sqlite_store(tmp: Path, n: int) -> list[float]:
         t0 = time.perf_counter()
         limiter.acquire("k", 10**9, 10**9)
         ledger.open([rid], "k", "m", 0.0001, 1e6)
-        ledger.finish(rid, "ok", 5, 1, 4, 4.5e-6)
+        stats = GenerationStats(rid, "completions", False, "stop", "stop", 0, 1.5)
+        ledger.finish(rid, "ok", 5, 1, 4, 4.5e-6, stats=stats)
         if i >= 20:
             out.append(time.perf_counter() - t0)
     ledger.db.close()
@@ -138,7 +143,7 @@ def drivers(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]
         "asyncpg_uvloop": lambda: _on_uvloop(_asyncpg, cluster.url, n),
         "sqlite_embedded": lambda: sqlite_store(tmp, n),
     }
-    out: dict[str, Any] = {"calls_per_request": 3, "requests": n}
+    out: dict[str, Any] = {"calls_per_request": 2, "requests": n}
     for _ in range(2):  # two rounds, interleaved by driver; the better round is kept
         for name, fn in runs.items():
             row = summary(fn())

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 def build_app(settings: ProviderSettings) -> CompletionFront:
     provider = Provider(settings)
     generations = GenerationLog(provider.ledger.db)  # stats for GET /api/v1/generation
-    openai = OpenAIService(provider, generations)
+    openai = OpenAIService(provider)
     native = NativeService(provider)  # SGLang's native routes for sgl.RuntimeEndpoint
 
     @asynccontextmanager

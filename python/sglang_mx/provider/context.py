@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sglang_mx.provider.generations import GenerationStats
 from sglang_mx.provider.keys import ApiKey
 from sglang_mx.provider.pricing import ModelPricing
 from sglang_mx.provider.usage import TokenCounts
@@ -27,6 +28,8 @@ class RequestContext:
     rows: list[str] = field(default_factory=list)
     counts: list[TokenCounts] = field(default_factory=list)
     t0: float = field(default_factory=time.perf_counter)
+    # the generation lookup's row, set by the relay before it settles; written with row 0
+    stats: GenerationStats | None = None
 
     def upstream_body(self, body: dict) -> dict:
         """The validated body as the upstream gets it: our rid, and the key's cache namespace

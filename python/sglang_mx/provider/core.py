@@ -129,6 +129,23 @@ class Provider:
     def admit(self, key: ApiKey, count: int = 1) -> None:
         """Rate limits, and an early refusal of a key already at its spend cap; `count`
         requests at once (a native batch's outputs). The cap is held by start_rows."""
+        rpm, tpm = self._limits(key, count)
+        self._rate_limited(rpm, tpm, self.limiter.acquire(key.id, rpm, tpm, count))
+
+    def admit_and_open(
+        self, ctx: RequestContext, rows: list[str], body: dict | None, count: int = 1
+    ) -> None:
+        """`admit` then `start_rows`; on the shared store one round trip (`mx_admit_open`)."""
+        if not self.settings.shared_store:
+            self.admit(ctx.key, count)
+            self.start_rows(ctx, rows, body)
+            return
+        rpm, tpm = self._limits(ctx.key, count)
+        self.start_rows(ctx, rows, body, admission=(rpm, tpm, count))
+
+    def _limits(self, key: ApiKey, count: int) -> tuple[int, int]:
+        """The key's (requests, tokens) per minute, after the checks that need no store call:
+        a 402 for a key already at its cap, a 429 for a batch larger than its minute."""
         if key.limit_usd is not None and self._spent_cached(key.id) >= key.limit_usd:
             raise ProviderError(
                 402, f"key {key.id} has spent its {key.limit_usd} USD limit", "insufficient_credits"
@@ -142,7 +159,10 @@ class Provider:
                 "smaller batches",
                 "rate_limited",
             )
-        wait = self.limiter.acquire(key.id, rpm, tpm, count)  # StoreUnavailable: a 503
+        return rpm, tpm
+
+    @staticmethod
+    def _rate_limited(rpm: int, tpm: int, wait: float) -> None:
         if wait:
             raise ProviderError(
                 429,
@@ -168,19 +188,32 @@ class Provider:
         salt = self.keys.cache_salt(key.id) if self.isolation_active() else None
         return RequestContext(f"gen-{uuid.uuid4().hex}", key, model, endpoint, salt)
 
-    def start_rows(self, ctx: RequestContext, rows: list[str], body: dict | None = None) -> None:
+    def start_rows(
+        self,
+        ctx: RequestContext,
+        rows: list[str],
+        body: dict | None = None,
+        admission: tuple[int, int, int] | None = None,
+    ) -> None:
         """Open the request's ledger rows (pending until `finish`), reserving its worst-case
         cost (from `body`, the upstream body; the model's maxima without one) against the key's
-        cap: a 402 when spent + reserved in flight + this would pass it, nothing written."""
+        cap: a 402 when spent + reserved in flight + this would pass it, nothing written.
+        `admission` (rpm, tpm, requests), shared store only: admitted in the same call first."""
         key, model = ctx.key, ctx.model
         worst = 0.0
         if key.limit_usd is not None:
             worst = self._worst_case(model, body, len(rows))
         replica = self.lease.id if self.lease is not None else None
         try:
-            refused = self.ledger.open(
-                rows, key.id, model.id, worst / len(rows), key.limit_usd, replica
-            )
+            if admission is None:
+                refused = self.ledger.open(
+                    rows, key.id, model.id, worst / len(rows), key.limit_usd, replica
+                )
+            else:
+                wait, refused = self.ledger.admit_open(
+                    admission, rows, key.id, model.id, worst / len(rows), key.limit_usd, replica
+                )
+                self._rate_limited(admission[0], admission[1], wait)
         except StoreUnavailable:
             # A 503. Its commit may still have landed (the reply lost with the connection):
             # close such rows, unbilled, once the database answers again.
@@ -232,12 +265,13 @@ class Provider:
         model, key = ctx.model, ctx.key
         cost = counts.cost(model)
         args = (row, status, counts.prompt, counts.completion, counts.cached, cost, error)
+        stats = ctx.stats if ctx.stats is not None and ctx.stats.id == row else None
         try:
-            settled = self.ledger.finish(*args)
+            settled = self.ledger.finish(*args, stats=stats)
         except StoreUnavailable:
             # The row stays pending with its reservation until the lease thread lands this.
             if self.lease is not None:
-                self.lease.retries.append(lambda ledger: ledger.finish(*args))
+                self.lease.retries.append(lambda ledger: ledger.finish(*args, stats=stats))
             return
         if settled:
             self.limiter.add_tokens(key.id, counts.prompt + counts.completion)

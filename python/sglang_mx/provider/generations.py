@@ -1,29 +1,18 @@
-"""What OpenRouter's generation lookup (`GET /api/v1/generation?id=`) needs of a request beyond
-its ledger row: finish reasons, reasoning tokens, time generating, streamed or not, which API.
+"""What OpenRouter's generation lookup (`GET /api/v1/generation?id=`) needs of a request beyond its
+ledger row: finish reasons, reasoning tokens, time generating, streamed or not, which API.
 
-One row per request id, beside the ledger in the same database, written once when an OpenAI-route
-request finishes (`openai_service`). Tokens, cost, status and wall times stay in the ledger row:
-the lookup joins the two (`account.generation`), and a request with no row here (a native
-`/generate` call, a failure before the upstream answered, a crash) is still answered from its
-ledger row, with these fields null."""
+One row per request id, beside the ledger in the same database (migration 0003), written by the
+transaction that settles an OpenAI-route request's ledger row (`Ledger.finish`), so a served
+request never has its row settled and its stats refused, or the other way round. Tokens, cost,
+status and wall times stay in the ledger row: the lookup joins the two (`account.generation`),
+and a request with no row here (a native `/generate` call, a failure before the upstream
+answered, a crash) is still answered from its ledger row, with these fields null."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from sglang_mx.provider.db import Database
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS generation_stats (
-    id TEXT PRIMARY KEY,
-    api_type TEXT NOT NULL,
-    streamed INTEGER NOT NULL,
-    finish_reason TEXT,
-    native_finish_reason TEXT,
-    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
-    generation_ms REAL
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -36,27 +25,23 @@ class GenerationStats:
     reasoning_tokens: int
     generation_ms: float | None  # first token to last (streams); the upstream call (unary)
 
+    def values(self) -> tuple:
+        """The row after its id, in the table's column order."""
+        return (
+            self.api_type,
+            int(self.streamed),
+            self.finish_reason,
+            self.native_finish_reason,
+            self.reasoning_tokens,
+            self.generation_ms,
+        )
+
 
 class GenerationLog:
+    """Reads the stats; `Ledger.finish` writes them."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.db.executescript(_SCHEMA)
-
-    def record(self, s: GenerationStats) -> None:
-        self.db.write(
-            "INSERT INTO generation_stats (id, api_type, streamed, finish_reason, "
-            "native_finish_reason, reasoning_tokens, generation_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (id) DO NOTHING",  # the first record of a request stands
-            (
-                s.id,
-                s.api_type,
-                int(s.streamed),
-                s.finish_reason,
-                s.native_finish_reason,
-                s.reasoning_tokens,
-                s.generation_ms,
-            ),
-        )
 
     def get(self, request_id: str) -> GenerationStats | None:
         rows = self.db.execute(

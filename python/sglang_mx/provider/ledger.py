@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_mx.provider.db import open_database
+from sglang_mx.provider.generations import GenerationStats
 
 # Final states: ok, error (upstream failed), aborted (client left, or its replica died
 # mid-request), recovered (the embedded store's process crashed mid-request).
@@ -94,6 +95,29 @@ class Ledger:
                 )
         return None
 
+    def admit_open(
+        self,
+        admission: tuple[int, int, int],
+        rows: list[str],
+        key_id: str,
+        model: str,
+        reserve_each: float,
+        limit_usd: float | None,
+        replica: str | None,
+    ) -> tuple[float, tuple[float, float] | None]:
+        """Shared store: `admission` (rpm, tpm, requests) against the key's window, then `open`,
+        in one round trip. (wait, None): wait > 0 seconds until admitted, nothing written; else
+        (0, what `open` returns)."""
+        assert self.shared, "the embedded store admits in process (ratelimit.RateLimiter)"
+        money = self.db.money
+        wait, ok, spent, reserved = self.db.execute(
+            "SELECT * FROM mx_admit_open(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*admission, rows, key_id, model, replica, money(reserve_each), money(limit_usd)),
+        )[0]
+        if wait > 0:
+            return float(wait), None
+        return 0.0, None if ok else (spent, reserved)
+
     def balance(self, key_id: str) -> tuple[float, float]:
         """(spent, reserved): USD the key's settled rows cost and its pending rows hold."""
         rows = self.db.execute("SELECT spent, reserved FROM key_balance WHERE key_id=?", (key_id,))
@@ -115,16 +139,28 @@ class Ledger:
         cached: int,
         cost: float,
         error: str | None = None,
+        stats: GenerationStats | None = None,
     ) -> bool:
         """Finalize once, moving the cost into the key's spend and releasing the row's
-        reservation; a second call (or one after recovery) changes nothing."""
+        reservation; a second call (or one after recovery) changes nothing. `stats` (the
+        generation lookup's row) are written in the same transaction; the first stand."""
         assert status in FINAL_STATUSES, status
+        assert stats is None or stats.id == request_id, (stats, request_id)
         if self.shared:
+            args = (request_id, status, prompt, completion, cached, self.db.money(cost), error)
+            if stats is None:
+                return self.db.execute("SELECT mx_finish(?, ?, ?, ?, ?, ?, ?)", args)[0][0]
             return self.db.execute(
-                "SELECT mx_finish(?, ?, ?, ?, ?, ?, ?)",
-                (request_id, status, prompt, completion, cached, self.db.money(cost), error),
+                "SELECT mx_settle(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", args + stats.values()
             )[0][0]
         with self.db.transaction() as tx:
+            if stats is not None:
+                tx.write(
+                    "INSERT INTO generation_stats (id, api_type, streamed, finish_reason, "
+                    "native_finish_reason, reasoning_tokens, generation_ms) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (request_id, *stats.values()),
+                )
             held = tx.execute(
                 "UPDATE ledger SET status=?, prompt_tokens=?, completion_tokens=?, "
                 "cached_tokens=?, cost=?, finished=?, error=? WHERE id=? AND status='pending' "

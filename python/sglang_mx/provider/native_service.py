@@ -93,12 +93,14 @@ class NativeService:
         key = p.authenticate(request)
         req = validate_generate(parse_json(await request.body()), p.models, self.model())
         p.guard.check_native(req.upstream_body)
-        p.admit(key, count=req.outputs)
         ctx = p.new_context(key, req.model, ENDPOINT)
         body = ctx.upstream_body(req.upstream_body)
-        if req.n > 1:
+        if req.n > 1:  # admitted before its prefill runs
+            p.admit(key, count=req.outputs)
             await self._prefill(body, key, req, ctx.rid)
-        p.start_rows(ctx, output_rows(ctx.rid, req), body)
+            p.start_rows(ctx, output_rows(ctx.rid, req), body)
+        else:
+            p.admit_and_open(ctx, output_rows(ctx.rid, req), body, count=req.outputs)
         if req.stream:
 
             def relay(stack, opening):

@@ -21,7 +21,7 @@ from sglang_mx.provider.account import PROVIDER_NAME
 from sglang_mx.provider.context import RequestContext, Settlement
 from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import sse_error_event
-from sglang_mx.provider.generations import GenerationLog, GenerationStats
+from sglang_mx.provider.generations import GenerationStats
 from sglang_mx.provider.metrics import ProviderMetrics
 from sglang_mx.provider.relay import DONE, StreamRelay, sse
 from sglang_mx.provider.settings import ProviderSettings
@@ -62,9 +62,8 @@ def mirror_reasoning(choices: Any, part: str) -> None:
 
 
 class OpenAIService:
-    def __init__(self, provider: Provider, generations: GenerationLog | None = None) -> None:
+    def __init__(self, provider: Provider) -> None:
         self.p = provider
-        self.generations = generations or GenerationLog(provider.ledger.db)
 
     async def handle(self, request: Request, endpoint: str) -> Response | EventStreamResponse:
         p = self.p
@@ -72,17 +71,14 @@ class OpenAIService:
         key = p.authenticate(request)
         parsed = validate(parse_json(await request.body()), p.models)
         p.guard.check(parsed.upstream_body)
-        p.admit(key)
         ctx = p.new_context(key, parsed.model, endpoint)
         body = ctx.upstream_body(parsed.upstream_body)
-        p.start_rows(ctx, [ctx.rid], body)
+        p.admit_and_open(ctx, [ctx.rid], body)
         if parsed.stream:
             body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
 
             def relay(stack, opening):
-                return OpenAIStreamRelay(
-                    ctx, p, p.metrics, p.settings, stack, opening, self.generations
-                ).events()
+                return OpenAIStreamRelay(ctx, p, p.metrics, p.settings, stack, opening).events()
 
             return await open_stream(p.upstream, p, p.settings.keepalive_s, ctx, path, body, relay)
         try:
@@ -96,21 +92,21 @@ class OpenAIService:
         counts.update(data.get("usage"))
         elapsed = time.perf_counter() - ctx.t0
         p.metrics.ttft.labels(ctx.model.id).observe(elapsed)
-        p.finish(ctx, "ok")
-        data["usage"] = counts.billed(ctx.model)
         choices = data.get("choices")
         mirror_reasoning(choices, "message")
         native = finish_reasons(choices)
+        ctx.stats = GenerationStats(
+            ctx.rid, "completions", False, _FINISH_REASONS.get(native, native), native,
+            counts.reasoning, elapsed * 1000.0,
+        )  # fmt: skip
+        # the last store call of a served request: the row and its stats in one transaction,
+        # a store lost now is retried by the lease thread, never a 503 for billed tokens
+        p.finish(ctx, "ok")
+        data["usage"] = counts.billed(ctx.model)
         data["model"] = ctx.model.id
         data["id"] = ctx.rid
         data["provider"] = PROVIDER_NAME
         data.setdefault("system_fingerprint", None)
-        self.generations.record(
-            GenerationStats(
-                ctx.rid, "completions", False, _FINISH_REASONS.get(native, native), native,
-                counts.reasoning, elapsed * 1000.0,
-            )
-        )  # fmt: skip
         return Response(
             jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": ctx.rid}
         )
@@ -128,10 +124,8 @@ class OpenAIStreamRelay(StreamRelay):
         settings: ProviderSettings,
         stack: AsyncExitStack,
         opening: asyncio.Future[httpx.Response],
-        generations: GenerationLog,
     ) -> None:
         super().__init__(ctx, settle, metrics, settings, stack, opening)
-        self.generations = generations
         self.native_finish: str | None = None
         self.first_chunk_at: float | None = None
 
@@ -152,13 +146,12 @@ class OpenAIStreamRelay(StreamRelay):
         return sse(chunk)
 
     def _record(self, finish: str | None) -> None:
+        """The generation lookup's row, settled with the ledger row when the relay ends."""
         since = self.first_chunk_at
         ms = (time.perf_counter() - since) * 1000.0 if since is not None else None
         counts = self.ctx.counts[0]
-        self.generations.record(
-            GenerationStats(
-                self.ctx.rid, "completions", True, finish, self.native_finish, counts.reasoning, ms
-            )
+        self.ctx.stats = GenerationStats(
+            self.ctx.rid, "completions", True, finish, self.native_finish, counts.reasoning, ms
         )
 
     def closing(self) -> list[bytes]:

@@ -61,9 +61,10 @@ class RateLimiter:
 
 
 class SharedRateLimiter:
-    """The windows in PostgreSQL (`rate_events`): one `mx_admit` call per admission, on the
-    database's clock, serialized per key (migrations/postgresql/0002_functions.sql). Tokens
-    enter the window when a row settles (`mx_finish`), whichever replica settles it."""
+    """The windows in PostgreSQL (`rate_events`, one-second buckets per key): one `mx_admit`
+    call per admission (on the request path folded into `mx_admit_open`), on the database's
+    clock, serialized per key (migrations/postgresql/0003_request_path.sql). Tokens enter the
+    window when a row settles (`mx_finish`), whichever replica settles it."""
 
     def __init__(self, db) -> None:
         self.db = db  # pg.PgDatabase

@@ -1,8 +1,9 @@
-"""Move an embedded store (an SQLite file) into an empty shared one (PostgreSQL): keys with
-their salt (so every key keeps working), every ledger row, and the key balances derived from
-them, in one transaction that commits only if the counts and sums read back from PostgreSQL
-equal the file's: rows per key and status, tokens, and cost to the last digit (each REAL cost
-goes in as the NUMERIC its float prints as, so the sums are compared exactly).
+"""Move an embedded store (an SQLite file) into an empty shared one (PostgreSQL): keys with their
+salt (so every key keeps working), every ledger row with its generation stats, and the key
+balances derived from them, in one transaction that commits only if the counts and sums read
+back from PostgreSQL equal the file's: rows per key and status, tokens, and cost to the last
+digit (each REAL cost goes in as the NUMERIC its float prints as, so the sums are compared
+exactly).
 
 Rows the file holds `pending` (its process died mid-request) come over pending and of no
 replica: the first replica's sweep settles them, billing the tokens they recorded."""
@@ -18,6 +19,9 @@ _KEY_COLS = "id, name, digest, created, revoked, rpm, tpm, limit_usd"
 _LEDGER_COLS = (
     "id, key_id, model, status, prompt_tokens, completion_tokens, cached_tokens, cost, created, "
     "finished, error"
+)
+_STATS_COLS = (
+    "id, api_type, streamed, finish_reason, native_finish_reason, reasoning_tokens, generation_ms"
 )
 
 
@@ -45,6 +49,14 @@ def _totals(rows: list[tuple]) -> dict[str, tuple[int, int, Decimal]]:
     return out
 
 
+def _stats(src: sqlite3.Connection) -> list[tuple]:
+    """The file's generation stats; none in a store older than the table."""
+    has = src.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='generation_stats'"
+    ).fetchone()
+    return src.execute(f"SELECT {_STATS_COLS} FROM generation_stats").fetchall() if has else []
+
+
 def import_sqlite(source: Path, target) -> ImportReport:
     """Copy `source` into `target` (an open, migrated pg.PgDatabase that holds no keys or
     ledger rows yet); raises ImportRefused, leaving the target unchanged, on any mismatch."""
@@ -55,6 +67,7 @@ def import_sqlite(source: Path, target) -> ImportReport:
         salt = src.execute("SELECT value FROM meta WHERE name='salt'").fetchone()
         keys = src.execute(f"SELECT {_KEY_COLS} FROM api_keys").fetchall()
         ledger = src.execute(f"SELECT {_LEDGER_COLS} FROM ledger").fetchall()
+        stats = _stats(src)
     except sqlite3.Error as e:
         raise ImportRefused(f"{source} is not a provider store: {e}") from e
     finally:
@@ -82,6 +95,10 @@ def import_sqlite(source: Path, target) -> ImportReport:
             tx.write(
                 f"INSERT INTO ledger ({_LEDGER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", r
             )
+        for g in stats:
+            tx.write(
+                f"INSERT INTO generation_stats ({_STATS_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)", g
+            )
         tx.write(
             "INSERT INTO key_balance (key_id, spent) SELECT key_id, SUM(cost) FROM ledger "
             "WHERE status <> 'pending' GROUP BY key_id"
@@ -90,12 +107,14 @@ def import_sqlite(source: Path, target) -> ImportReport:
             tx.execute("SELECT key_id, prompt_tokens, completion_tokens, cost::text FROM ledger")
         )
         n_keys = tx.execute("SELECT COUNT(*) FROM api_keys")[0][0]
+        n_stats = tx.execute("SELECT COUNT(*) FROM generation_stats")[0][0]
         bal = Decimal(tx.execute("SELECT COALESCE(SUM(spent), 0)::text FROM key_balance")[0][0])
         settled = sum((r[7] for r in ledger if r[3] != "pending"), Decimal(0))
-        if got != want or n_keys != len(keys) or bal != settled:
+        if got != want or n_keys != len(keys) or bal != settled or n_stats != len(stats):
             raise ImportRefused(
-                f"read back {n_keys} keys, {sum(v[0] for v in got.values())} rows, balances "
-                f"{bal} USD; the file has {len(keys)} keys, {len(ledger)} rows, {settled} USD "
+                f"read back {n_keys} keys, {sum(v[0] for v in got.values())} rows, "
+                f"{n_stats} generation stats, balances {bal} USD; the file has {len(keys)} "
+                f"keys, {len(ledger)} rows, {len(stats)} generation stats, {settled} USD "
                 "settled: nothing imported"
             )
     total = sum((v[2] for v in want.values()), Decimal(0))

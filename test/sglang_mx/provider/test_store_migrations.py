@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 from pg_support import cluster, new_database
 from sglang_mx.provider.db import open_database
+from sglang_mx.provider.generations import GenerationLog, GenerationStats
 from sglang_mx.provider.keys import KeyStore
 from sglang_mx.provider.ledger import Ledger
 from sglang_mx.provider.migrate import applied, available
@@ -76,8 +77,14 @@ def _sqlite_store(path, rows: int):
         kid = a.id if i % 3 else b.id
         ledger.start(f"r{i}", kid, "m")
         if i != rows - 1:  # the last one left pending, as a crash would
-            ledger.finish(f"r{i}", "ok", 7 + i, 3 * i, i % 4, (7 + i) * 1e-7 + i * 3.3e-7)
+            stats = _stats(f"r{i}", i) if i % 2 else None  # a native request has none
+            ledger.finish(f"r{i}", "ok", 7 + i, 3 * i, i % 4, (7 + i) * 1e-7 + i * 3.3e-7,
+                          stats=stats)  # fmt: skip
     return (a, plain_a), b
+
+
+def _stats(row: str, i: int) -> GenerationStats:
+    return GenerationStats(row, "completions", bool(i % 4), "stop", "eos", i, 1.25 * i)
 
 
 def test_import_moves_keys_and_ledger_with_sums_checked(pg, tmp_path) -> None:
@@ -101,12 +108,50 @@ def test_import_moves_keys_and_ledger_with_sums_checked(pg, tmp_path) -> None:
                 "SELECT cost FROM ledger WHERE key_id=?", (key_id,)))  # fmt: skip
             assert usd2 == exact and float(usd2) == pytest.approx(usd, rel=1e-12)
     assert KeyStore(url).lookup(plain_a).id == a.id  # the salt came along
+    log = GenerationLog(open_database(url))
+    assert [log.get(f"r{i}") for i in range(50)] == [
+        _stats(f"r{i}", i) if i % 2 and i != 49 else None for i in range(50)
+    ]  # every stats row came along, and no other
     pending = Ledger(url).get("r49")
     assert pending.status == "pending" and pending.replica is None
     again = cli("db", "import", "--db", url, "--from", str(src))
     assert again.returncode == 1 and "import only into an empty store" in again.stderr
     missing = cli("db", "import", "--db", url, "--from", str(tmp_path / "nope.sqlite"))
     assert missing.returncode == 1 and "no such SQLite file" in missing.stderr
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_stats_settle_with_their_row(pg, tmp_path, store) -> None:
+    """A served request's generation stats are written by the call that settles its row, and
+    only the first stand: a second settlement changes neither the row nor the stats."""
+    url = new_database(pg) if store == "postgresql" else tmp_path / "s.sqlite"
+    ledger = Ledger(url)
+    log = GenerationLog(ledger.db)
+    assert ledger.open(["g1"], "k", "m", 0.5, 10.0, replica=None) is None
+    assert log.get("g1") is None
+    assert ledger.finish("g1", "ok", 4, 7, 0, 0.125, stats=_stats("g1", 3)) is True
+    assert log.get("g1") == _stats("g1", 3) and ledger.balance("k") == (0.125, 0.0)
+    assert ledger.finish("g1", "error", 0, 0, 0, 0.0, stats=_stats("g1", 5)) is False
+    assert log.get("g1") == _stats("g1", 3) and ledger.get("g1").status == "ok"
+
+
+def test_a_busy_keys_window_stays_small_and_exact(pg) -> None:
+    """The shared rate window is one row per key per second: 300 admissions and settlements in
+    a second or two leave at most 3 rows, holding every request and token; the 21st of an RPM
+    of 20 waits, 1 to 60 s."""
+    url = new_database(pg)
+    ledger = Ledger(url)
+    for i in range(300):
+        wait, refused = ledger.admit_open((10**6, 10**9, 1), [f"b{i}"], "busy", "m", 0.0, None, "r")
+        assert (wait, refused) == (0.0, None)
+        assert ledger.finish(f"b{i}", "ok", 3, 2, 0, 1e-6) is True
+    rows = ledger.db.execute(
+        "SELECT COUNT(*), SUM(requests), SUM(tokens) FROM rate_events WHERE key_id='busy'"
+    )[0]
+    assert rows[0] <= 3 and (rows[1], rows[2]) == (300, 1500), rows
+    waits = [ledger.admit_open((20, 10**9, 1), [f"c{i}"], "slow", "m", 0.0, None, "r")[0]
+             for i in range(21)]  # fmt: skip
+    assert waits[:20] == [0.0] * 20 and 1 <= waits[20] <= 60, waits
 
 
 def test_a_row_settles_once_whoever_settles(pg) -> None:

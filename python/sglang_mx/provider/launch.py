@@ -129,8 +129,9 @@ ROUTER_CMD = (sys.executable, "-m", "smg", "launch")
 def router_process(
     worker_urls: list[str], policy: str = "cache_aware", extra_args: tuple[str, ...] = ()
 ) -> Iterator[str]:
-    """smg in front of the workers; yields its base URL once it routes."""
-    with _router(["--policy", policy, "--worker-urls", *worker_urls, *extra_args]) as url:
+    """smg in front of the workers; yields its base URL once it routes to every one of them."""
+    args = ["--policy", policy, "--worker-urls", *worker_urls, *extra_args]
+    with _router(args, list(worker_urls)) as url:
         yield url
 
 
@@ -145,7 +146,7 @@ def pd_router_process(
         args += ["--prefill", url, str(bootstrap_port)]
     for url in decode:
         args += ["--decode", url]
-    with _router([*args, *extra_args]) as url:
+    with _router([*args, *extra_args], [url for url, _ in prefill] + list(decode)) as url:
         yield url
 
 
@@ -214,9 +215,16 @@ def refused_router_flag(args: list[str] | tuple[str, ...]) -> str | None:
 
 
 @contextmanager
-def _router(worker_args: list[str]) -> Iterator[str]:
+def _router(worker_args: list[str], workers: list[str]) -> Iterator[str]:
     if why := refused_router_flag(worker_args):
         raise ValueError(why)
+    # smg registers a worker given on its command line only if that worker's /health answers
+    # 200 when smg starts; SGLang answers 503 until its own warm-up request returns, which on a
+    # busy box can be after it already generates. A worker refused then is retried by smg's
+    # registration workflow but was never seen back (smg 1.13, 2026-12-06: the supervised
+    # worker of test_router_topology missing from GET /workers a minute later, every stream
+    # on the other), so start smg only once every worker is ready.
+    wait_workers_ready(workers)
     port = free_port()
     cmd = [*ROUTER_CMD, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warn",
            *router_flags(),
@@ -234,7 +242,8 @@ def _router(worker_args: list[str]) -> Iterator[str]:
             proc,
             log,
             "router",
-            lambda: httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200,
+            lambda: httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200
+            and not _unregistered(url, workers),
             120,
             0.3,
         )
@@ -247,6 +256,33 @@ def _router(worker_args: list[str]) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+def wait_workers_ready(workers: list[str], timeout_s: float = 300) -> None:
+    """Until each worker's /health is 200 (SGLang: loaded and warmed up); a TimeoutError
+    naming the ones that are not."""
+    deadline = time.monotonic() + timeout_s
+    waiting = list(workers)
+    while waiting:
+        waiting = [w for w in waiting if not _healthy(w)]
+        if waiting and time.monotonic() > deadline:
+            raise TimeoutError(f"workers not ready after {int(timeout_s)} s: {waiting}")
+        if waiting:
+            time.sleep(0.25)
+
+
+def _healthy(worker: str) -> bool:
+    try:
+        return httpx.get(worker + "/health", timeout=30).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _unregistered(router: str, workers: list[str]) -> list[str]:
+    """The workers smg does not list as healthy (GET /workers)."""
+    listed = httpx.get(router + "/workers", timeout=10).json().get("workers", [])
+    healthy = {w.get("url", "").rstrip("/") for w in listed if w.get("is_healthy")}
+    return [w for w in workers if w.rstrip("/") not in healthy]
 
 
 def _main(argv: list[str]) -> None:

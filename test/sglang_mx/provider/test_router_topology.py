@@ -66,7 +66,8 @@ def topology(mxfp4_server: str, tmp_path_factory):
         _, other_key = KeyStore(db).create("router-test-other")
         prov = stack.enter_context(provider_process(router, pricing, db, "--default-rpm", "100000"))
         yield {"url": prov.url, "router": router, "workers": workers, "db": db, "key": key,
-               "other_key": other_key, "served": served, "supervised": supervised}  # fmt: skip
+               "other_key": other_key, "served": served, "supervised": supervised,
+               "pricing": pricing}  # fmt: skip
 
 
 def _stream(url: str, key: str, prompt: str, max_tokens: int) -> dict:
@@ -184,21 +185,25 @@ def _kill_when_busy(topology, streaming, min_running: int = 2, timeout_s: float 
     return running
 
 
-@pytest.mark.xfail(
-    reason="issue 56, open: behind smg 1.13 the 8 streams have not been seen running on the "
-    "victim at once (quiet box, 2026-12-06: all 8 streaming, both workers reporting 0 running "
-    "at the 60 s deadline); it passed the gateway checks once, under load, on smg",
-    strict=False,
-)
-def test_worker_killed_under_load(topology) -> None:
+def test_worker_killed_under_load(topology, tmp_path) -> None:
     """Issue 41: a worker killed under concurrent streams. Every stream either completes or
     ends with an OpenAI-shaped error event; none goes STALL_S without content; the follow-ups
-    are served; the ledger holds one settled row per request, billed as its usage said."""
-    url, key = topology["url"], topology["key"]
-    # smg's cache_aware sends a prompt that matches no cached prefix to the worker whose routed
-    # text (its approximate tree) is smallest. Each of these prompts is longer than the gap the
-    # earlier tests can leave between the two trees (~1,600 characters), so each makes its
-    # worker's tree the larger and the streams alternate between the workers (by hand: 4 and 4).
+    are served; the ledger holds one settled row per request, billed as its usage said.
+
+    Through smg round_robin in front of the same two workers, so half the streams are on the
+    victim: where cache_aware puts 8 fresh prompts sent at once is smg's business, and on this
+    box it put 7 of them on one worker, then on the other, from run to run (2026-12-06; the
+    cause of this test's failures since the move to smg, with the victim missing from smg's
+    worker list when its /health still said 503 at smg's start, fixed in launch._router)."""
+    db = tmp_path / "provider.sqlite"
+    _, key = KeyStore(db).create("kill-test")
+    with ExitStack() as stack:
+        router = stack.enter_context(router_process(topology["workers"], "round_robin"))
+        prov = provider_process(router, topology["pricing"], db, "--default-rpm", "100000")
+        _kill_under_load(topology, stack.enter_context(prov).url, key, db)
+
+
+def _kill_under_load(topology, url: str, key: str, db) -> None:
     filler = "The wheel of the mill turns by the river all night long. " * 30
     prompts = [f"[{uuid.uuid4().hex}] Tell a long story about mill number {i}. {filler}"
                for i in range(STREAMS)]  # fmt: skip
@@ -236,7 +241,7 @@ def test_worker_killed_under_load(topology) -> None:
              for _ in range(FOLLOW_UPS)]  # fmt: skip
     print("after the kill:", [(r["status"], round(r["elapsed"], 1), r["error"]) for r in after])
     assert count(after, 60)["completed"] == FOLLOW_UPS, after
-    assert ledger_problems(topology["db"], during + just_after + after, STREAM_TOKENS) == []
+    assert ledger_problems(db, during + just_after + after, STREAM_TOKENS) == []
     # The killed worker comes back by itself; the supervisor logged the cause.
     supervised = topology["supervised"]
     supervised.wait_healthy(timeout=240)

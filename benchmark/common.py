@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sglang_mx.bench.stamp import host_cpu as hardware
+from sglang_mx.measure.stamp import host_cpu as hardware
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from sglang_mx.bench.stamp import stamp
+from sglang_mx.measure.stamp import stamp
 from unscaled_20k import REPO, SHAPE_ARGS, Servers
 
 ALLOCATORS = {

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.bench.stamp import stamp
+from sglang_mx.measure.stamp import stamp
 from sglang_mx_lab.testing.server import start_server
 
 PROMPT = "import os\nimport sys\n\n\ndef main(argv):\n    "

@@ -45,7 +45,7 @@ from pathlib import Path
 import httpx
 import psutil
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.bench.stamp import stamp
+from sglang_mx.measure.stamp import stamp
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIM = REPO / "benchmark/claims/glm52-mxfp4-mi355x-8x-2626.yaml"

@@ -24,7 +24,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_mx.bench.stamp import stamp  # noqa: E402
+from sglang_mx.measure.stamp import stamp  # noqa: E402
 from sglang_mx.seam.cpu_binding import BIND_ENV  # noqa: E402
 from sglang_mx_lab.testing.server import default_serve_args, start_servers  # noqa: E402
 

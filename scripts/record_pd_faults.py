@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
 
-    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.measure.stamp import stamp
     from sglang_mx.provider.keys import KeyStore
     from sglang_mx.provider.launch import pd_router_process, provider_process
     from sglang_mx_lab.testing.pd_faults import fault_run

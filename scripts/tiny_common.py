@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.bench.stamp import stamp
+from sglang_mx.measure.stamp import stamp
 from sglang_mx_lab.testing.corpus import CORPUS_BYTES, encode_stream, stdlib_files
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from sglang_mx.bench.stamp import host_cpu
+from sglang_mx.measure.stamp import host_cpu
 from sglang_mx_lab.testing.corpus import encode_stream, stdlib_files
 
 SPEC = ("eh_proj", "enorm", "hnorm", "shared_head.norm")

@@ -1,5 +1,6 @@
-"""The import graph of our two packages: no circles, at any floor, and no module importing a
-package it sits inside. Read from the source (ast), every import counted, lazy ones inside
+"""The import graph of our two packages: no circles, at any floor, no module importing a
+package it sits inside, and the rooms kept in order (capacity, then measure, under bench and plan;
+plan never imports bench). Read from the source (ast), every import counted, lazy ones inside
 functions included: a lazy import is still a dependency, only a later one."""
 
 from __future__ import annotations
@@ -208,6 +209,69 @@ def test_the_capacity_model_stands_below_bench_and_plan():
     assert {"hardware", "modelspec", "layout", "roofline", "cost", "tables", "workload"} & {
         m.split(".")[-1] for m in known if m.startswith("sglang_mx.bench.")
     } == set()
+
+
+# Issue 60: the rooms of the measuring side, each importing only what sits below it. measure
+# (SLOs, request results, traces, summaries, sweeps, stamps) is under both bench and plan, and
+# plan, a simulation of a deployment, never reaches into bench, the harness that measures one.
+BELOW = {
+    "sglang_mx.plan": ("sglang_mx.bench",),
+    "sglang_mx.measure": ("sglang_mx.bench", "sglang_mx.plan"),
+}
+
+
+def forbidden_imports(package: str, below: dict[str, tuple[str, ...]]) -> list[str]:
+    """`src -> dst` for each import, lazy ones included, from a module under a key of `below`
+    into a package that key's entry says sits above it."""
+    graph = import_graph(modules(package))
+
+    def under(mod: str, pkg: str) -> bool:
+        return mod == pkg or mod.startswith(pkg + ".")
+
+    return sorted(
+        f"{src} -> {dst}"
+        for src, targets in graph.items()
+        for room, above in below.items()
+        if under(src, room)
+        for dst in targets
+        if any(under(dst, a) for a in above)
+    )
+
+
+def test_plan_never_imports_bench_and_measure_stands_below_both():
+    """Issue 60: plan imports nothing from bench; what both need lives in measure, which imports
+    neither."""
+    found = forbidden_imports("sglang_mx", BELOW)
+    assert not found, "imports climbing over a room:\n  " + "\n  ".join(found)
+    known = modules("sglang_mx")
+    assert {"metrics", "summary", "tracegen", "sweep", "stamp", "compare"} & {
+        m.split(".")[-1] for m in known if m.startswith("sglang_mx.bench.")
+    } == set(), "a module of measure is back in bench"
+
+
+def test_the_room_check_sees_a_planted_plan_to_bench_import(tmp_path, monkeypatch):
+    pkg = tmp_path / "planted"
+    for room in ("bench", "plan", "measure"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bench" / "runner.py").write_text("from planted.measure.metrics import Slo\n")
+    (pkg / "measure" / "metrics.py").write_text("Slo = None\n")
+    (pkg / "plan" / "ok.py").write_text("from planted.measure import metrics\n")
+    (pkg / "plan" / "bad.py").write_text("def f():\n    from planted.bench.runner import run\n")
+    (pkg / "measure" / "bad.py").write_text("import planted.plan.ok\n")
+    monkeypatch.setitem(PACKAGES, "planted", tmp_path)
+    rooms = {
+        "planted.plan": ("planted.bench",),
+        "planted.measure": ("planted.bench", "planted.plan"),
+    }
+    assert forbidden_imports("planted", rooms) == [
+        "planted.measure.bad -> planted.plan.ok",
+        "planted.plan.bad -> planted.bench.runner",
+    ]
+    monkeypatch.setitem(BELOW, "sglang_mx.plan", ("sglang_mx.measure",))
+    with pytest.raises(AssertionError, match="sglang_mx.plan.sim -> sglang_mx.measure"):
+        test_plan_never_imports_bench_and_measure_stands_below_both()
 
 
 def private_imports(package: str) -> list[str]:

@@ -149,7 +149,7 @@ def environment(device: str, copy_gbps: float) -> dict[str, Any]:
     if device == "cuda":
         hw = torch.cuda.get_device_name(0)
     else:
-        from sglang_mx.bench.stamp import host_cpu
+        from sglang_mx.measure.stamp import host_cpu
 
         hw = f"{host_cpu()}, Triton interpreter"
     try:

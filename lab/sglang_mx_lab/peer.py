@@ -95,8 +95,8 @@ def run_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> dict:
     flush now would wait for SGLang's requests, or SGLang's for ours)."""
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.runner import RunConfig, run_trace
-    from sglang_mx.bench.tracegen import generate
     from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
+    from sglang_mx.measure.tracegen import generate
 
     spec = WorkloadSpec(
         name="peer",

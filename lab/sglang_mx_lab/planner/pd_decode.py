@@ -19,10 +19,10 @@ import dataclasses
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.tracegen import Trace
+from sglang_mx.measure.metrics import Slo
+from sglang_mx.measure.tracegen import Trace
 from sglang_mx.plan.stepcost import LinearStepCost
 
 from sglang_mx_lab.planner import step_fit

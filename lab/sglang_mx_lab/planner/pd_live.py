@@ -26,10 +26,10 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from sglang_mx.bench.metrics import RequestResult, Slo
 from sglang_mx.bench.prompts import materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.tracegen import Trace
+from sglang_mx.measure.metrics import RequestResult, Slo
+from sglang_mx.measure.tracegen import Trace
 from sglang_mx.plan.stepcost import LinearStepCost, Work
 
 from sglang_mx_lab.planner import pd_decode, step_fit

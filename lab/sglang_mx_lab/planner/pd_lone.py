@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
-from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.measure.metrics import Slo
 
 from sglang_mx_lab.planner import step_fit
 

@@ -26,11 +26,11 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from sglang_mx.bench.metrics import summarize
-from sglang_mx.bench.sweep import sweep_specs
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.modelspec import load_model
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.metrics import summarize
+from sglang_mx.measure.sweep import sweep_specs
+from sglang_mx.measure.tracegen import generate
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_at, search_knee
 from sglang_mx.plan.sim import Group, build_groups, simulate

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import sglang_mx.plan
-from sglang_mx.bench.metrics import Slo
-from sglang_mx.bench.stamp import stamp
 from sglang_mx.capacity.hardware import get_hardware
 from sglang_mx.capacity.modelspec import from_hf_config, load_model
 from sglang_mx.capacity.roofline import Precision
 from sglang_mx.capacity.workload import WorkloadSpec, get_preset
+from sglang_mx.measure.metrics import Slo
+from sglang_mx.measure.stamp import stamp
 from sglang_mx.plan.efficiency import get_profile
 from sglang_mx.plan.layouts import parse_plan_layout
 from sglang_mx.plan.links import link_for

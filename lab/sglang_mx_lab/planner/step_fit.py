@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from sglang_mx.bench.metrics import RequestResult
-from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.metrics import RequestResult
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 from sglang_mx.plan.stepcost import LinearStepCost, Work
 
 LONE_LENS = (64, 192, 320)

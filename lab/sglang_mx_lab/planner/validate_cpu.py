@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import httpx
-from sglang_mx.bench.metrics import Slo, summarize
 from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.stamp import stamp
-from sglang_mx.bench.sweep import sweep_specs
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.metrics import Slo, summarize
+from sglang_mx.measure.stamp import stamp
+from sglang_mx.measure.sweep import sweep_specs
+from sglang_mx.measure.tracegen import generate
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_rate, search_knee
 from sglang_mx.plan.sim import build_groups, simulate

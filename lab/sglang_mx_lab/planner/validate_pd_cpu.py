@@ -33,8 +33,8 @@ import httpx
 from sglang_mx.bench.limits import fetch_limits
 from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
 from sglang_mx.bench.runner import RunConfig
-from sglang_mx.bench.stamp import stamp
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.stamp import stamp
 
 from sglang_mx_lab.planner import pd_decode, pd_live, preregister
 from sglang_mx_lab.planner.pd_lone import LoneStats, flush, measure_lone

@@ -1,4 +1,4 @@
-"""Benchmark harness: exact prefix-hit workloads, an OpenAI-compatible load runner, sweeps, cost,
-head-to-head reports, a roofline/capacity model and frontend-DSL agent workloads.
+"""Benchmark harness: an OpenAI-compatible load runner over measure's exact prefix-hit traces and
+sweeps, cost, reports, claim verification, the roofline command and frontend-DSL agent workloads.
 
 Modules stay import-light (no torch/sglang at module level) so `sglang-mx --help` is quick."""

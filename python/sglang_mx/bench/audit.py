@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sglang_mx.bench.metrics import RequestResult
+from sglang_mx.measure.metrics import RequestResult
 
 TOLERANCE = 0.01
 RETOKENIZE_TOLERANCE = 0.05

@@ -19,8 +19,8 @@ import sys
 
 from sglang_mx.bench import client_check
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 
 LAG_LIMIT_S = 0.001
 STEP_S = 2.0

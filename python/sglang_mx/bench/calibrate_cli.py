@@ -12,7 +12,7 @@ from sglang_mx.bench.calibrate import STEP_S, calibrate, with_processes
 
 def _cmd(args) -> int:
     from sglang_mx.bench.limits import BenchError, fetch_limits
-    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.measure.stamp import stamp
 
     url = args.url.rstrip("/")
     counts = process_counts(args.processes)
@@ -69,7 +69,7 @@ def ceilings(out: dict) -> str:
 
 
 def _cmd_side_by_side(args, url: str, counts: list[int], tokenizer: str) -> int:
-    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.measure.stamp import stamp
 
     rates, rate = [], args.start_rate
     while rate <= args.max_rate:

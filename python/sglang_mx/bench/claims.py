@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.metrics import PERCENTILES, Slo
-from sglang_mx.bench.summary import check_figures
 from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
+from sglang_mx.measure.metrics import PERCENTILES, Slo
+from sglang_mx.measure.summary import check_figures
 
 SCHEMA_VERSION = 1
 THROUGHPUTS = (

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 from sglang_mx.bench.cli_args import (
-    add_workload_arg,
     cost_inputs,
     one_line_errors,
     run_args,
     run_config,
     slo_from_args,
 )
+from sglang_mx.capacity.flags import add_workload_arg
 
 SPEC_FIELDS = (
     "hit_rate",
@@ -76,11 +76,11 @@ def _execute(args, kind: str, values: list[float]) -> int:
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import run_trace
-    from sglang_mx.bench.stamp import stamp
-    from sglang_mx.bench.summary import RunSummary
-    from sglang_mx.bench.sweep import SweepPoint, knee, sweep_specs
-    from sglang_mx.bench.tracegen import generate
     from sglang_mx.capacity.cost import cost_report
+    from sglang_mx.measure.stamp import stamp
+    from sglang_mx.measure.summary import RunSummary
+    from sglang_mx.measure.sweep import SweepPoint, knee, sweep_specs
+    from sglang_mx.measure.tracegen import generate
 
     slo = slo_from_args(args)
     # the cost inputs before anything is sent: an unknown --hardware once ended a 20-minute run
@@ -156,7 +156,7 @@ def _execute(args, kind: str, values: list[float]) -> int:
 
 
 def _cmd_gen(args) -> int:
-    from sglang_mx.bench.tracegen import generate
+    from sglang_mx.measure.tracegen import generate
 
     trace = generate(_spec(args))
     path = trace.save(args.out)
@@ -244,7 +244,7 @@ def _pick(result: dict) -> dict:
 
 
 def _cmd_compare(args) -> int:
-    from sglang_mx.bench.compare import compare, markdown_table
+    from sglang_mx.measure.compare import compare, markdown_table
 
     a, b = (json.loads(Path(p).read_text()) for p in (args.a, args.b))
     labels = (args.labels or f"{a['stamp']['hardware']},{b['stamp']['hardware']}").split(",")
@@ -304,7 +304,7 @@ def _cmd_agents(args) -> int:
         print(f"| {r['program']} | {r['sessions']} | {r['calls']} | {r['prompt_tokens']} | "
               f"{r['cached_tokens']} | {r['cached_ratio']:.3f} | {usd} |")  # fmt: skip
     if args.out:
-        from sglang_mx.bench.stamp import stamp
+        from sglang_mx.measure.stamp import stamp
 
         config = {"url": args.url, "via_provider": bool(args.api_key), "sessions": args.sessions,
                   "max_tokens": args.max_tokens, "context_chars": args.context_chars}  # fmt: skip

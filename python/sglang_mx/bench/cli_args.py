@@ -8,35 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+from sglang_mx.capacity.flags import OldSpelling
+
 MAX_PROCESSES = 64  # load worker processes (loadgen.py)
-
-
-class OldSpelling(argparse.Action):
-    """An old flag name kept for one release (issue 43): sets the new flag's value and says so
-    on stderr."""
-
-    def __init__(self, option_strings, dest, new: str, **kw):
-        self.new = new
-        super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(
-            f"sglang-mx: note: {option_string} is now {self.new} (the old name works until "
-            "the next release)",
-            file=sys.stderr,
-        )
-        setattr(namespace, self.dest, values)
-
-
-def add_workload_arg(p: argparse.ArgumentParser, default: str | None, old: str | None = None):
-    """--workload NAME (bench.workload.named_workload), the one spelling of every command; `old`
-    is the command's earlier name for it, kept as a noted alias."""
-    from sglang_mx.capacity.workload import WORKLOAD_HELP
-
-    p.add_argument("--workload", default=default, metavar="NAME", help=WORKLOAD_HELP)
-    if old:
-        p.add_argument(old, dest="workload", action=OldSpelling, new="--workload",
-                       help=argparse.SUPPRESS)  # fmt: skip
 
 
 def add_slo_args(p: argparse.ArgumentParser, ttft_default: float | None) -> None:
@@ -94,7 +68,7 @@ def run_args(
 def slo_from_args(args):
     """The whole SLO the run flags state (metrics.Slo): each limit is both the run's percentile
     gate and the per-request goodput limit."""
-    from sglang_mx.bench.metrics import Slo
+    from sglang_mx.measure.metrics import Slo
 
     return Slo(
         ttft_p95_s=args.slo,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sglang_mx.bench.metrics import RequestResult, percentile
+from sglang_mx.measure.metrics import RequestResult, percentile
 
 PROBE_S = 0.005
 LAG_LIMIT_S = 0.010

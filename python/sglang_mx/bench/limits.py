@@ -168,7 +168,7 @@ def fits(trace, context_length: int | None) -> bool:
 def fit_to_context(spec, context_length: int):
     """`spec` with input and output lengths scaled by one factor (their ratio, hit rate, load and
     seed kept) so its generated trace fits `context_length`; unchanged if it already fits."""
-    from sglang_mx.bench.tracegen import generate
+    from sglang_mx.measure.tracegen import generate
 
     trace = generate(spec)
     if fits(trace, context_length):

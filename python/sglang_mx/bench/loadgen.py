@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from sglang_mx.bench.client_check import CpuClock, LoopProbe
 from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.metrics import RequestResult
 from sglang_mx.bench.stream import send_one
+from sglang_mx.measure.metrics import RequestResult
 
 READY_TIMEOUT_S = 120.0  # a spawned worker imports httpx and the bench package first
 START_MARGIN_S = 0.2  # t0 is this far after the last worker reported ready

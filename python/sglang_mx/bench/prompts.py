@@ -10,7 +10,7 @@ import re
 import warnings
 from pathlib import Path
 
-from sglang_mx.bench.tracegen import Trace, TraceRequest
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 
 _WORD = re.compile(r"^ [A-Za-z]{2,}$")
 MIN_POOL = 16

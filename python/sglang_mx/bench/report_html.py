@@ -10,17 +10,16 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from sglang_mx.bench.compare import fmt_number
 from sglang_mx.bench.report import (
     COLUMNS,
     checks_lines,
     markdown,
-    plot,
     summary_value,
     verdict_lines,
-    write_files,
 )
 from sglang_mx.bench.verdict import Verdict
+from sglang_mx.measure.compare import fmt_number
+from sglang_mx.measure.result_files import plot, write_files
 
 STYLE = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"

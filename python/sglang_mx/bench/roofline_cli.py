@@ -7,25 +7,7 @@ import argparse
 import json
 import sys
 
-from sglang_mx.bench.cli_args import add_workload_arg
-from sglang_mx.capacity.roofline import DTYPE_BYTES, Precision
-
-
-def add_precision_args(p: argparse.ArgumentParser) -> None:
-    """The precision flags `precision_from_args` reads, plus --reserve (HBM kept back)."""
-    p.add_argument("--expert-bits", type=float, default=4.25, help="4.25 = MXFP4 with scales")
-    p.add_argument("--expert-dtype", default="fp4", choices=("fp4", "fp8", "bf16"))
-    p.add_argument("--dense-dtype", default="bf16", choices=tuple(DTYPE_BYTES))
-    p.add_argument("--kv-dtype", default="fp8", choices=tuple(DTYPE_BYTES))
-    p.add_argument("--reserve", type=float, default=0.10, help="HBM share kept for activations")
-
-
-def precision_from_args(args: argparse.Namespace):
-    """The roofline's Precision from the shared --expert-bits/--expert-dtype/--dense-dtype/
-    --kv-dtype flags (also used by `sglang-mx plan`)."""
-    return Precision.from_dtypes(
-        args.expert_bits, args.expert_dtype, args.dense_dtype, args.kv_dtype
-    )
+from sglang_mx.capacity.flags import add_precision_args, add_workload_arg, precision_from_args
 
 
 def workload_from_args(args: argparse.Namespace):

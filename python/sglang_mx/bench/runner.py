@@ -20,10 +20,10 @@ from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
 from sglang_mx.bench.client_check import selfcheck
 from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
 from sglang_mx.bench.loadgen import Job, drive, http_client, spread
-from sglang_mx.bench.metrics import RequestResult, Slo, summarize
 from sglang_mx.bench.reach import by_first_token, by_send_time, outside_bounds
 from sglang_mx.bench.stream import cached_tokens, endpoint_path, request_body, send_one
-from sglang_mx.bench.tracegen import Trace, TraceRequest
+from sglang_mx.measure.metrics import RequestResult, Slo, summarize
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 
 # Measured vs designed cached tokens may differ by chance matches of a few tokens per request.
 WARM_TOLERANCE_TOKENS = 4

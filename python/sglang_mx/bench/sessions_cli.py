@@ -15,7 +15,7 @@ def _fmt(value, spec: str) -> str:
 def _cmd(args) -> int:
     from sglang_mx.bench import sessions as S
     from sglang_mx.bench.limits import BenchError
-    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.measure.stamp import stamp
 
     if args.format == "sharegpt":
         todo = S.from_sharegpt(args.trace, args.max_sessions, args.gap_s)

@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable
 
-from sglang_mx.bench.metrics import RequestResult
+from sglang_mx.measure.metrics import RequestResult
 
 
 def request_body(cfg, model: str, prompt, max_tokens: int, stream: bool, text: str) -> dict:

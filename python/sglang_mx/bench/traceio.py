@@ -21,7 +21,6 @@ from pathlib import Path
 
 from sglang_mx.bench.limits import PROMPT_RESERVE, fits, longest_request
 from sglang_mx.bench.reach import SegmentCache
-from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.bench.traces_ledger import read_ledger
 from sglang_mx.bench.traces_public import (
     Rows,
@@ -31,6 +30,7 @@ from sglang_mx.bench.traces_public import (
     read_mooncake,
 )
 from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 
 FORMATS = ("sglang-mx", "mooncake", "azure", "burstgpt", "ledger")
 READERS = {

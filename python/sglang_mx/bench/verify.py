@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.metrics import Slo
-from sglang_mx.bench.summary import is_figure
 from sglang_mx.bench.task_eval import TASKS
 from sglang_mx.bench.verdict import Verdict, decide
+from sglang_mx.measure.metrics import Slo
+from sglang_mx.measure.summary import is_figure
 
 
 def _target_context(args, limits) -> int | None:
@@ -38,8 +38,8 @@ def _lengths(spec) -> str:
 def build_trace(claim, args, limits):
     """The claim's trace, and what was changed to run it here ({} when nothing was)."""
     from sglang_mx.bench.limits import fit_to_context
-    from sglang_mx.bench.tracegen import generate
     from sglang_mx.bench.traceio import TraceOptions, fit_trace, load_trace
+    from sglang_mx.measure.tracegen import generate
 
     ctx, changes = _target_context(args, limits), []
     if claim.trace_path is not None:
@@ -367,9 +367,9 @@ def cmd_verify(args) -> int:
     from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.report_html import write_report
     from sglang_mx.bench.runner import loud, run_trace
-    from sglang_mx.bench.stamp import stamp
-    from sglang_mx.bench.summary import RunSummary
-    from sglang_mx.bench.sweep import SweepPoint
+    from sglang_mx.measure.stamp import stamp
+    from sglang_mx.measure.summary import RunSummary
+    from sglang_mx.measure.sweep import SweepPoint
 
     claim = load_claim(args.claim)
     public = claim.raw["workload"].get("public_trace")

@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_mx.bench.cli_args import OldSpelling, add_workload_arg
-from sglang_mx.bench.roofline_cli import add_precision_args
+from sglang_mx.capacity.flags import OldSpelling, add_precision_args, add_workload_arg
 
 
 def parse_workload(text: str, num_requests: int | None, seed: int | None):
-    """--workload NAME (bench.workload.named_workload: a preset or IN-OUT-HIT like 20k-1k-60)
+    """--workload NAME (capacity.workload.named_workload: a preset or IN-OUT-HIT like 20k-1k-60)
     with this run's request count and seed."""
     from sglang_mx.capacity.workload import named_workload
 
@@ -32,7 +31,7 @@ def _floats(text: str | None, name: str) -> list[float]:
 
 
 def build_deployment(args, layout):
-    from sglang_mx.bench.roofline_cli import precision_from_args
+    from sglang_mx.capacity.flags import precision_from_args
     from sglang_mx.capacity.hardware import get_hardware
     from sglang_mx.capacity.modelspec import load_model
     from sglang_mx.plan.efficiency import get_profile
@@ -77,8 +76,8 @@ def build_deployment(args, layout):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sglang_mx.bench.metrics import Slo
-    from sglang_mx.bench.stamp import stamp
+    from sglang_mx.measure.metrics import Slo
+    from sglang_mx.measure.stamp import stamp
     from sglang_mx.plan.layouts import parse_plan_layout
     from sglang_mx.plan.planner import plan_sweep
     from sglang_mx.plan.records import Plan, best_at_sla

@@ -7,15 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sglang_mx.bench.metrics import Slo, summarize
-from sglang_mx.bench.summary import RunSummary
-from sglang_mx.bench.sweep import Knee, SweepPoint, knee, sweep_specs
-from sglang_mx.bench.tracegen import Trace, generate
 from sglang_mx.capacity.cost import cost_report
 from sglang_mx.capacity.hardware import Hardware
 from sglang_mx.capacity.modelspec import ModelSpec
 from sglang_mx.capacity.roofline import Precision, Workload, kv_tokens_node, limits
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.metrics import Slo, summarize
+from sglang_mx.measure.summary import RunSummary
+from sglang_mx.measure.sweep import Knee, SweepPoint, knee, sweep_specs
+from sglang_mx.measure.tracegen import Trace, generate
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.efficiency import Efficiency
 from sglang_mx.plan.knee import knee_rate

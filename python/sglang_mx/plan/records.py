@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from sglang_mx.bench.sweep import Knee, SweepPoint
+from sglang_mx.measure.sweep import Knee, SweepPoint
 
 # What run_point and plan_sweep add to each summary, in the order they add it.
 SIM_EXTRAS = (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sglang_mx.bench.compare import fmt_number
-from sglang_mx.bench.sweep import SweepPoint
+from sglang_mx.measure.compare import fmt_number
+from sglang_mx.measure.sweep import SweepPoint
 from sglang_mx.plan.records import Plan, PlanPoint
 
 
@@ -149,10 +149,10 @@ def _plot_binding(plan: Plan, outdir: Path, plt) -> Path:
 
 
 def write_report(plan: Plan, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
-    """plan.json (`plan.to_dict()`), plan.md and, with `plots`, the plan's plots and bench's
-    plots of each layout's sweep in its own folder."""
-    from sglang_mx.bench.report import plot as bench_plot
-    from sglang_mx.bench.report import write_files
+    """plan.json (`plan.to_dict()`), plan.md and, with `plots`, the plan's plots and the sweep
+    plots (measure.result_files) of each layout's sweep in its own folder."""
+    from sglang_mx.measure.result_files import plot as sweep_plot
+    from sglang_mx.measure.result_files import write_files
 
     outdir = Path(outdir)
     result = plan.to_dict()
@@ -168,6 +168,6 @@ def write_report(plan: Plan, outdir: str | Path, plots: bool = True) -> dict[str
                 "sweep": sw_json,
                 "gpus": plan.gpus,
             }
-            for p in bench_plot(shaped, sub):
+            for p in sweep_plot(shaped, sub):
                 paths[f"{sw.layout}/{p.stem}"] = p
     return paths

@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_mx.bench.metrics import RequestResult
-from sglang_mx.bench.tracegen import Trace
+from sglang_mx.measure.metrics import RequestResult
+from sglang_mx.measure.tracegen import Trace
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.engine import Engine, Planned
 from sglang_mx.plan.request import SimRequest

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from sglang_mx.bench.sweep import sweep_specs
-from sglang_mx.bench.tracegen import generate
+from sglang_mx.measure.sweep import sweep_specs
+from sglang_mx.measure.tracegen import generate
 from sglang_mx.plan.sim import build_groups, simulate
 from sglang_mx.plan.stepcost import Work
 from sglang_mx_lab.planner import pd_decode as D

@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from sglang_mx.bench.metrics import RequestResult
+from sglang_mx.measure.metrics import RequestResult
 from sglang_mx.plan.stepcost import Work
 from sglang_mx_lab.planner import pd_live as L
 from sglang_mx_lab.planner import pd_model as M

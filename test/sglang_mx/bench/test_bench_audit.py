@@ -13,8 +13,8 @@ from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.promscrape import COUNTERS, parse, pick
 from sglang_mx.bench.runner import RunConfig, run_trace, run_trace_async
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.workload import get_preset
+from sglang_mx.measure.tracegen import generate
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 SPEC = get_preset("cpu-2k-32-60").with_overrides(

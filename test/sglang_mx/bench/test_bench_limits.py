@@ -22,8 +22,8 @@ from sglang_mx.bench.limits import (
 )
 from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.workload import get_preset
+from sglang_mx.measure.tracegen import generate
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 GLM5_CONFIGS = [

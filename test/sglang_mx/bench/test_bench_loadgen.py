@@ -16,8 +16,8 @@ from sglang_mx.bench.client_check import EARLY_LIMIT_S, processes_needed, selfch
 from sglang_mx.bench.loadgen import Job, share_concurrency, split
 from sglang_mx.bench.reach import by_send_time
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 
 ITL_S = 0.004
 TURN_OUT = 8
@@ -71,7 +71,7 @@ def test_selfcheck_judges_the_busiest_process_and_scales_the_calibration():
 def test_selfcheck_flags_a_run_with_one_early_send():
     """Two requests of 40 sent 0.2 s before they were due (a worker that started early): the
     median lag is on time, the minimum is not, and the run is flagged."""
-    from sglang_mx.bench.metrics import RequestResult
+    from sglang_mx.measure.metrics import RequestResult
 
     results = [RequestResult(request_id=str(i), requested_output=4) for i in range(40)]
     for i, r in enumerate(results):

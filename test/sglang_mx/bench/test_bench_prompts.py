@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sglang_mx.bench.prompts import SegmentTokens, materialize
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.workload import get_preset
+from sglang_mx.measure.tracegen import generate
 
 
 def test_prompts_have_exact_lengths_and_shared_prefixes(tiny_tokenizer):

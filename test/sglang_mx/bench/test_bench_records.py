@@ -15,10 +15,10 @@ import pytest
 import yaml
 from sglang_mx.bench import verify
 from sglang_mx.bench.claims import ClaimError, load_claim
-from sglang_mx.bench.metrics import RequestResult, Slo, summarize
-from sglang_mx.bench.summary import FIGURES, Distribution, RunSummary, is_figure
-from sglang_mx.bench.sweep import Knee, SweepPoint, knee
 from sglang_mx.bench.verdict import FILE_KEYS, Verdict
+from sglang_mx.measure.metrics import RequestResult, Slo, summarize
+from sglang_mx.measure.summary import FIGURES, Distribution, RunSummary, is_figure
+from sglang_mx.measure.sweep import Knee, SweepPoint, knee
 
 ROOT = Path(__file__).resolve().parents[3]
 CLAIMS = ROOT / "benchmark" / "claims"

@@ -6,15 +6,15 @@ import json
 
 import pytest
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench.compare import compare, markdown_table
-from sglang_mx.bench.metrics import Slo
 from sglang_mx.bench.prompts import SegmentTokens, materialize
 from sglang_mx.bench.report_html import write_report
 from sglang_mx.bench.runner import RunConfig, run_trace
-from sglang_mx.bench.stamp import stamp
-from sglang_mx.bench.sweep import run_sweep
-from sglang_mx.bench.tracegen import generate
 from sglang_mx.capacity.workload import get_preset
+from sglang_mx.measure.compare import compare, markdown_table
+from sglang_mx.measure.metrics import Slo
+from sglang_mx.measure.stamp import stamp
+from sglang_mx.measure.sweep import run_sweep
+from sglang_mx.measure.tracegen import generate
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 SPEC = get_preset("cpu-2k-32-60").with_overrides(num_requests=12, rate=50.0, output_len=None)

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from sglang_mx.bench import cli as bench_cli
 from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
-from sglang_mx.bench.tracegen import TraceRequest
 from sglang_mx.bench.traceio import load_trace
+from sglang_mx.measure.tracegen import TraceRequest
 
 pytestmark = pytest.mark.server
 ROOT = Path(__file__).parents[3]

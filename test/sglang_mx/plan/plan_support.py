@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sglang_mx.bench.tracegen import Trace, TraceRequest
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.tracegen import Trace, TraceRequest
 from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.stepcost import LinearStepCost
 

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from sglang_mx.bench.summary import RunSummary
-from sglang_mx.bench.sweep import SweepPoint
 from sglang_mx.cli.main import main
+from sglang_mx.measure.summary import RunSummary
+from sglang_mx.measure.sweep import SweepPoint
 from sglang_mx.plan.records import LayoutSweep, Plan, PlanPoint, best_at_sla
 from sglang_mx.plan.report import markdown
 

@@ -5,11 +5,11 @@ at any rate or layout."""
 from __future__ import annotations
 
 import pytest
-from sglang_mx.bench.metrics import Slo
 from sglang_mx.capacity.hardware import get_hardware
 from sglang_mx.capacity.modelspec import load_model
 from sglang_mx.capacity.roofline import Precision, Workload, decode_step
 from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
+from sglang_mx.measure.metrics import Slo
 from sglang_mx.plan.efficiency import get_profile
 from sglang_mx.plan.layouts import parse_plan_layout
 from sglang_mx.plan.links import link_for

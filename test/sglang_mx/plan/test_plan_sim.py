@@ -7,7 +7,7 @@ import math
 
 import pytest
 from plan_support import BASE, COST, PER_DECODE, PER_TOKEN, cfg, trace
-from sglang_mx.bench.metrics import summarize
+from sglang_mx.measure.metrics import summarize
 from sglang_mx.plan.sim import build_groups, simulate
 
 
@@ -98,8 +98,8 @@ def test_kv_limit_retracts_and_still_finishes():
 
 def test_littles_law_on_the_running_batch():
     """Time-average running-batch size = throughput x mean time in the running batch."""
-    from sglang_mx.bench.tracegen import generate
     from sglang_mx.capacity.workload import WorkloadSpec
+    from sglang_mx.measure.tracegen import generate
 
     spec = WorkloadSpec(num_requests=200, rate=4.0, hit_rate=0.0, prefix_groups=1)
     res = run(generate(spec))

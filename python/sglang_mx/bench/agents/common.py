@@ -193,8 +193,8 @@ def compare_reuse(func, base_url: str, sessions: int = 2, warmup: bool = True, *
 def to_trace(meter: Meter, tokenize: Callable[[str], list[int]], name: str = "agent"):
     """Recorded calls -> a Trace: each prompt is the longest-shared-prefix earlier prompt's
     segments plus a new segment, so the replay keeps lengths, sharing and turn order."""
-    from sglang_mx.bench.tracegen import Trace, TraceRequest
     from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
+    from sglang_mx.measure.tracegen import Trace, TraceRequest
 
     requests: list[TraceRequest] = []
     ids_seen: list[list[int]] = []

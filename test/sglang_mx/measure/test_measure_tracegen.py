@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from sglang_mx.bench.tracegen import Trace, generate
 from sglang_mx.capacity.workload import PRESETS, LengthDist, WorkloadSpec, get_preset
+from sglang_mx.measure.tracegen import Trace, generate
 
 
 def simulate_radix(trace: Trace) -> int:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from sglang_mx.bench.metrics import Slo
-from sglang_mx.bench.summary import RunSummary
-from sglang_mx.bench.tracegen import Trace, generate
 from sglang_mx.capacity.workload import WorkloadSpec
+from sglang_mx.measure.metrics import Slo
+from sglang_mx.measure.summary import RunSummary
+from sglang_mx.measure.tracegen import Trace, generate
 
 
 @dataclasses.dataclass(frozen=True)

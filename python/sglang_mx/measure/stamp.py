@@ -27,11 +27,12 @@ def host_cpu() -> str:
 
 def commit() -> str:
     """The git commit this package runs from ("unknown" outside a checkout), "+dirty" when its
-    files differ: a figure carries the code it was measured with."""
+    files differ: a figure carries the code it was measured with. The whole sglang_mx package is
+    looked at, since bench, plan and this package all make a figure."""
     import subprocess
     from pathlib import Path
 
-    here = Path(__file__).parent
+    here = Path(__file__).parents[1]
     try:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
                               capture_output=True, text=True, timeout=5)  # fmt: skip

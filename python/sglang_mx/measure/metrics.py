@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from sglang_mx.bench.summary import DISTRIBUTIONS, PERCENTILES, Distribution, RunSummary
+from sglang_mx.measure.summary import DISTRIBUTIONS, PERCENTILES, Distribution, RunSummary
 
 # the distributions an SLO can gate, by the name a person reads
 SLO_METRICS = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E"}

@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from sglang_mx.bench.metrics import RequestResult, Slo, percentile, summarize
+from sglang_mx.measure.metrics import RequestResult, Slo, percentile, summarize
 
 
 def test_percentile_matches_hand_computed_linear_interpolation():

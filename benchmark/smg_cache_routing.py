@@ -38,6 +38,7 @@ def bench(url: str, tokenizer: str, args: argparse.Namespace, out: Path, *extra:
            "--concurrency", str(args.concurrency), "--warmup", "0", "--no-progress",
            # smg's OpenAI routes take a prompt as text, not token ids (HTTP 400)
            "--send-text", "--url", url, "--tokenizer", tokenizer, "-o", str(out),
+           *(["--prefix-groups", str(args.prefix_groups)] if args.prefix_groups else []),
            *extra]  # fmt: skip
     t0 = time.monotonic()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -69,6 +70,11 @@ def main() -> None:
     ap.add_argument("--policies", nargs="+", default=["cache_aware", "round_robin"])
     ap.add_argument("--provider", action="store_true", help="also provider -> smg cache_aware")
     ap.add_argument("--urls", nargs="*", default=[], help="running workers to use first")
+    # The workload assigns prefix groups in turn (request i: group i % 8) and primes them in the
+    # same order: round-robin over 2 or 4 workers then sends every request to the worker primed
+    # with its prefix, as well as cache-aware could (2026-12-06: 0.6 of 0.6 for every policy).
+    # A group count prime to the worker counts (7) breaks that lock-step.
+    ap.add_argument("--prefix-groups", type=int, help="override the workload's 8 prefix groups")
     ap.add_argument("-o", "--out", type=Path, default=RESULTS / "smg_cache_routing.json")
     args = ap.parse_args()
     from sglang_mx.assets import bundled_model_path
@@ -110,8 +116,8 @@ def main() -> None:
     meta["workload"] = (
         f"production-20k-1k-60 scaled by {args.scale}: "
         f"{round(IN * args.scale)} in / {round(OUT * args.scale)} out, 60% "
-        f"designed hit, 8 prefix groups, {args.num_requests} requests, closed "
-        f"loop at concurrency {args.concurrency}, prompts sent as text"
+        f"designed hit, {args.prefix_groups or 8} prefix groups, {args.num_requests} requests, "
+        f"closed loop at concurrency {args.concurrency}, prompts sent as text"
     )
     meta["command"] = "python benchmark/smg_cache_routing.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -242,8 +242,10 @@ def _router(worker_args: list[str], workers: list[str]) -> Iterator[str]:
             proc,
             log,
             "router",
-            lambda: httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200
-            and not _unregistered(url, workers),
+            lambda: (
+                httpx.post(url + "/generate", json=probe, timeout=60).status_code == 200
+                and not _unregistered(url, workers)
+            ),
             120,
             0.3,
         )

@@ -7,24 +7,19 @@ request leaves its generation stats (`generations.py`) for `GET /api/v1/generati
 
 from __future__ import annotations
 
-import asyncio
 import time
-from contextlib import AsyncExitStack
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
 from sglang_mx.provider import jsonio
 from sglang_mx.provider.account import PROVIDER_NAME
-from sglang_mx.provider.context import RequestContext, Settlement
+from sglang_mx.provider.context import RequestContext
 from sglang_mx.provider.core import Provider
 from sglang_mx.provider.errors import sse_error_event
 from sglang_mx.provider.generations import GenerationStats
-from sglang_mx.provider.metrics import ProviderMetrics
 from sglang_mx.provider.relay import DONE, StreamRelay, sse
-from sglang_mx.provider.settings import ProviderSettings
 from sglang_mx.provider.sse_response import EventStreamResponse
 from sglang_mx.provider.upstream_call import ClientLeft, call_unary, open_stream
 from sglang_mx.provider.validation import parse_json, validate_chat, validate_completion
@@ -116,18 +111,8 @@ class OpenAIStreamRelay(StreamRelay):
     """OpenAI chat/completion chunks: usage collected from the upstream's chunks, our usage
     chunk (with cost) last; the generation's stats recorded when it ends or fails."""
 
-    def __init__(
-        self,
-        ctx: RequestContext,
-        settle: Settlement,
-        metrics: ProviderMetrics,
-        settings: ProviderSettings,
-        stack: AsyncExitStack,
-        opening: asyncio.Future[httpx.Response],
-    ) -> None:
-        super().__init__(ctx, settle, metrics, settings, stack, opening)
-        self.native_finish: str | None = None
-        self.first_chunk_at: float | None = None
+    native_finish: str | None = None  # the upstream's last finish reason
+    first_chunk_at: float | None = None
 
     @property
     def obj(self) -> str:

@@ -2,10 +2,10 @@
 
 1. Driver: one request's two store calls (admission and opening its row with the spend
    reservation, `mx_admit_open`; settling it with its generation stats, `mx_settle`) against a
-   local PostgreSQL, through
-   psycopg 3 called synchronously (what the provider does), psycopg 3's async connection and
-   asyncpg (both on uvloop), p50/p99 per request; the embedded SQLite store's same three steps
-   beside them.
+   local PostgreSQL, through the provider's own Ledger (libpq's prepared statements through
+   psycopg's `pgconn`, what the provider does), psycopg 3's `execute` called synchronously,
+   psycopg 3's async connection and asyncpg (both on uvloop), p50/p99 per request; the
+   embedded SQLite store's same steps beside them.
 2. Added latency: 1-token /v1/completions, interleaved: direct to the upstream, through one
    provider on SQLite, one on PostgreSQL, and HAProxy in front of two PostgreSQL replicas (the
    load balancer's hop included). "Added" is the median of per-pair differences against direct.
@@ -105,6 +105,25 @@ async def _asyncpg(url: str, n: int) -> list[float]:
     return out
 
 
+def provider_ledger(url: str, n: int) -> list[float]:
+    """What the provider runs: Ledger.admit_open and Ledger.finish with the generation stats
+    (pg.PgDatabase.call: libpq's prepared statement, text in and out)."""
+    from sglang_mx.provider.generations import GenerationStats
+    from sglang_mx.provider.ledger import Ledger
+
+    ledger, out = Ledger(url), []
+    for i in range(n + 20):
+        rid = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        ledger.admit_open((10**9, 10**9, 1), [rid], "k", "m", 0.0001, 1e6, "bench")
+        stats = GenerationStats(rid, "completions", False, "stop", "stop", 0, 1.5)
+        ledger.finish(rid, "ok", 5, 1, 4, 4.5e-6, stats=stats)
+        if i >= 20:
+            out.append(time.perf_counter() - t0)
+    ledger.db.close()
+    return out
+
+
 def _on_uvloop(coro_fn, url: str, n: int) -> list[float]:
     import uvloop
 
@@ -138,6 +157,7 @@ def drivers(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]
 
     open_database(cluster.url).close()  # migrate
     runs = {
+        "provider_ledger_libpq": lambda: provider_ledger(cluster.url, n),
         "psycopg3_sync": lambda: psycopg_sync(cluster.url, n),
         "psycopg3_async_uvloop": lambda: _on_uvloop(_psycopg_async, cluster.url, n),
         "asyncpg_uvloop": lambda: _on_uvloop(_asyncpg, cluster.url, n),
@@ -239,7 +259,8 @@ def store_versions() -> dict[str, str]:
 def table(result: dict[str, Any]) -> None:
     d = result["drivers"]
     print(f"store calls per request ({d['calls_per_request']} calls, {d['requests']} requests):")
-    for name in ("psycopg3_sync", "psycopg3_async_uvloop", "asyncpg_uvloop", "sqlite_embedded"):
+    for name in ("provider_ledger_libpq", "psycopg3_sync", "psycopg3_async_uvloop",
+                 "asyncpg_uvloop", "sqlite_embedded"):  # fmt: skip
         print(f"  {name:24} p50 {d[name]['p50_us']:7.0f} us  p99 {d[name]['p99_us']:7.0f} us")
     a = result["added"]
     print(f"added latency vs direct ({a['requests']} interleaved requests, {a['upstream']}); "
@@ -258,9 +279,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     d = result["drivers"]
-    names = ["psycopg3_sync", "psycopg3_async_uvloop", "asyncpg_uvloop", "sqlite_embedded"]
+    names = ["provider_ledger_libpq", "psycopg3_sync", "psycopg3_async_uvloop", "asyncpg_uvloop",
+             "sqlite_embedded"]  # fmt: skip
     ax1.bar(names, [d[n]["p50_us"] for n in names], label="p50")
-    ax1.set_ylabel("us per request (3 store calls)")
+    ax1.set_ylabel("us per request (2 store calls)")
     ax1.set_title("store calls per request, p50")
     ax1.tick_params(axis="x", labelrotation=20, labelsize=7)
     a = result["added"]

@@ -110,13 +110,14 @@ class Ledger:
         (0, what `open` returns)."""
         assert self.shared, "the embedded store admits in process (ratelimit.RateLimiter)"
         money = self.db.money
-        wait, ok, spent, reserved = self.db.execute(
-            "SELECT * FROM mx_admit_open(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        wait, ok, spent, reserved = self.db.call(
+            "mx_admit_open_1",
+            "SELECT * FROM mx_admit_open($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             (*admission, rows, key_id, model, replica, money(reserve_each), money(limit_usd)),
         )[0]
-        if wait > 0:
+        if float(wait) > 0:
             return float(wait), None
-        return 0.0, None if ok else (spent, reserved)
+        return 0.0, None if ok == "t" else (float(spent), float(reserved))
 
     def balance(self, key_id: str) -> tuple[float, float]:
         """(spent, reserved): USD the key's settled rows cost and its pending rows hold."""
@@ -150,9 +151,14 @@ class Ledger:
             args = (request_id, status, prompt, completion, cached, self.db.money(cost), error)
             if stats is None:
                 return self.db.execute("SELECT mx_finish(?, ?, ?, ?, ?, ?, ?)", args)[0][0]
-            return self.db.execute(
-                "SELECT mx_settle(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", args + stats.values()
-            )[0][0]
+            return (
+                self.db.call(
+                    "mx_settle_1",
+                    "SELECT mx_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    args + stats.values(),
+                )[0][0]
+                == "t"
+            )
         with self.db.transaction() as tx:
             if stats is not None:
                 tx.write(

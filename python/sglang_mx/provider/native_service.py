@@ -24,6 +24,7 @@ from sglang_mx.provider.native_routes import GENERATE_ROUTE, NOT_IN_SGLANG
 from sglang_mx.provider.pricing import ModelPricing
 from sglang_mx.provider.relay import DONE, StreamRelay, UpstreamStreamError, sse
 from sglang_mx.provider.sse_response import EventStreamResponse
+from sglang_mx.provider.unary_reply import unary_reply
 from sglang_mx.provider.upstream_call import ClientLeft, call_unary, open_stream
 from sglang_mx.provider.usage import TokenCounts
 from sglang_mx.provider.validation import parse_json
@@ -154,9 +155,8 @@ class NativeService:
                 meta = out["meta_info"] = {}
             counts_from_meta(meta, ctx.counts[i])
             stamp(ctx, i, meta, final=True)
-        p.finish(ctx, "ok")
-        return Response(
-            jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": ctx.rid}
+        return unary_reply(
+            p.settings.shared_store, jsonio.dumps(data), ctx.rid, lambda: p.finish(ctx, "ok")
         )
 
 

@@ -21,6 +21,7 @@ from sglang_mx.provider.errors import sse_error_event
 from sglang_mx.provider.generations import GenerationStats
 from sglang_mx.provider.relay import DONE, StreamRelay, sse
 from sglang_mx.provider.sse_response import EventStreamResponse
+from sglang_mx.provider.unary_reply import unary_reply
 from sglang_mx.provider.upstream_call import ClientLeft, call_unary, open_stream
 from sglang_mx.provider.validation import parse_json, validate_chat, validate_completion
 
@@ -94,16 +95,15 @@ class OpenAIService:
             ctx.rid, "completions", False, _FINISH_REASONS.get(native, native), native,
             counts.reasoning, elapsed * 1000.0,
         )  # fmt: skip
-        # the last store call of a served request: the row and its stats in one transaction,
-        # a store lost now is retried by the lease thread, never a 503 for billed tokens
-        p.finish(ctx, "ok")
         data["usage"] = counts.billed(ctx.model)
         data["model"] = ctx.model.id
         data["id"] = ctx.rid
         data["provider"] = PROVIDER_NAME
         data.setdefault("system_fingerprint", None)
-        return Response(
-            jsonio.dumps(data), media_type="application/json", headers={"X-Request-Id": ctx.rid}
+        # the last store call of a served request: the row and its stats in one transaction,
+        # a store lost now is retried by the lease thread, never a 503 for billed tokens
+        return unary_reply(
+            p.settings.shared_store, jsonio.dumps(data), ctx.rid, lambda: p.finish(ctx, "ok")
         )
 
 

@@ -58,7 +58,8 @@ def test_rpm_holds_across_replicas(fleet, replicas: int) -> None:
     with cf.ThreadPoolExecutor(8) as pool:
         replies = list(pool.map(lambda i: chat(urls[i % replicas], key), range(40)))
     codes = [r.status_code for r in replies]
-    assert codes.count(200) == 20 and codes.count(429) == 20, codes
+    other = [r.text[:300] for r in replies if r.status_code not in (200, 429)]
+    assert codes.count(200) == 20 and codes.count(429) == 20, (codes, other)
     for r in replies:
         if r.status_code == 429:
             assert_refusal(r, 429, "rate_limited")
@@ -69,11 +70,16 @@ def test_rpm_holds_across_replicas(fleet, replicas: int) -> None:
 def test_tpm_holds_across_replicas(fleet) -> None:
     """TPM 50 and requests of 11 tokens (7 prompt + 4 completion, the scripted upstream's
     usage), alternating over two replicas one after another: the fifth takes the key's window
-    to 55 tokens and every later one is refused, on either replica."""
+    to 55 tokens and every later one is refused, on either replica. Tokens count once their
+    request settles, which on the shared store is just after its reply: each next request
+    waits for that."""
     s: Store = fleet["store"]
     key_id, key = s.create_key("tpm", "--tpm", "50")
     urls = fleet["urls"][:2]
-    codes = [chat(urls[i % 2], key).status_code for i in range(10)]
+    codes = []
+    for i in range(10):
+        codes.append(chat(urls[i % 2], key).status_code)
+        wait_settled(s, key_id, 5)
     assert codes == [200] * 5 + [429] * 5, codes
     assert sum(r[2] + r[3] for r in s.rows(key_id)) == 55
 
@@ -98,6 +104,7 @@ def test_spend_cap_holds_under_concurrent_requests(fleet) -> None:
     replies += [chat(urls[i % 2], key, max_tokens=100) for i in range(6)]
     ok = [r for r in replies if r.status_code == 200]
     refused = [r for r in replies if r.status_code != 200]
+    wait_settled(s, key_id, 5)
     total, balance = s.spent_exact(key_id)
     assert total <= Decimal("0.001"), f"spent {total} USD past the 0.001 cap ({len(ok)} served)"
     assert balance == total
@@ -111,11 +118,12 @@ def test_spend_cap_holds_under_concurrent_requests(fleet) -> None:
 
 def test_spend_reads_the_same_from_every_replica(fleet) -> None:
     """What a key has spent, as GET /api/v1/key reports it (`usage`), is the same from every
-    replica, at once, and equals the ledger's sum."""
+    replica once its requests have settled, and equals the ledger's sum."""
     s: Store = fleet["store"]
     key_id, key = s.create_key("report", "--limit-usd", "1")
     for i in range(6):
         assert chat(fleet["urls"][i % 3], key).status_code == 200
+    wait_settled(s, key_id, 5)
     total, balance = s.spent_exact(key_id)
     h = {"Authorization": f"Bearer {key}"}
     seen = [httpx.get(u + "/api/v1/key", headers=h, timeout=30).json()["data"]
@@ -123,6 +131,25 @@ def test_spend_reads_the_same_from_every_replica(fleet) -> None:
     assert [d["usage"] for d in seen] == [float(total)] * 3, (seen, total)
     assert [d["limit_remaining"] for d in seen] == [1 - float(total)] * 3
     assert total == balance and total > 0
+
+
+def test_the_serving_replica_answers_nothing_before_its_reply_settled(fleet) -> None:
+    """On the shared store a unary request settles just after its reply is written: on the
+    replica that served it, the very next request (the generation lookup, on the same
+    connection) finds the row settled with its stats, 20 times in a row."""
+    s: Store = fleet["store"]
+    key_id, key = s.create_key("settled")
+    h = {"Authorization": f"Bearer {key}"}
+    body = {"model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    with httpx.Client(base_url=fleet["urls"][0], headers=h, timeout=30) as c:
+        for _ in range(20):
+            r = c.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+            g = c.get("/api/v1/generation", params={"id": r.json()["id"]})
+            assert g.status_code == 200, g.text
+            data = g.json()["data"]
+            assert data["total_cost"] == r.json()["usage"]["cost"]
+            assert data["finish_reason"] is not None and data["streamed"] is False
 
 
 def test_database_restart_under_load(fleet) -> None:

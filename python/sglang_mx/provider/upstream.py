@@ -27,6 +27,10 @@ def _upstream_error(status: int, text: str) -> ProviderError:
     msg = str(msg)[:500]
     if status in (400, 413, 422):
         lowered = msg.lower()
+        if "duplicate request id" in lowered:
+            # the id is ours, fresh per request: an earlier attempt of this request is still
+            # upstream (a gateway retrying after a fault), not the client's doing
+            return upstream_unavailable(f"upstream still holds this request: {msg}", 502)
         if "context length" in lowered or "longer than" in lowered or "too long" in lowered:
             return ProviderError(413, f"prompt too long: {msg}", "context_length_exceeded")
         return ProviderError(400, msg, "upstream_rejected")
@@ -53,6 +57,7 @@ class Upstream:
         self.base_url = base_url.rstrip("/")
         timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         self._extensions = {"timeout": timeout.as_dict()}
+        self._urls: dict[str, httpx.URL] = {}  # parsed once per path (~40 us a request)
         self.transport = H1Transport()  # httpx's API on a lighter wire layer (h1.py)
         # trust_env=False: no proxy/netrc lookups per request; the upstream is a local URL.
         self.client = httpx.AsyncClient(
@@ -66,9 +71,12 @@ class Upstream:
         """POST straight to the client's transport (same pool): the provider's calls need none
         of the client's per-request work (URL merging, cookies, auth, redirects, event hooks).
         Returns with the headers read; the body is the caller's to read and close."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self.base_url + path)
         req = httpx.Request(
             "POST",
-            self.base_url + path,
+            url,
             content=jsonio.dumps(body),
             headers=_JSON,
             extensions=self._extensions,

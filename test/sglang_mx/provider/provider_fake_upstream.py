@@ -81,6 +81,10 @@ def build_fake_upstream() -> FastAPI:
         if "LATE503" in text:
             await asyncio.sleep(1.0)  # refuses only after the provider started its SSE reply
             return JSONResponse({"message": "busy"}, status_code=503)
+        if "DUPRID" in text:  # what SGLang answers a rid it still holds (a gateway's retry)
+            msg = f"Duplicate request ID detected: {body.get('rid')}"
+            return JSONResponse({"object": "error", "message": msg, "type": "BadRequestError",
+                                 "param": None, "code": 400}, status_code=400)  # fmt: skip
         if "HTTP503" in text:
             return JSONResponse({"message": "busy"}, status_code=503)
         if not body.get("stream"):

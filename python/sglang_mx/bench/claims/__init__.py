@@ -2,4 +2,4 @@
 states), its reading before any run (claim_check: arithmetic, price basis, published rows), and
 the verdict from N repeated measurements (verdict: confidence interval, ratio, reasons).
 
-Imports the rooms below it: load, agents, run (today it uses only load's limits)."""
+May import the rooms below it (load, agents, run); today it stands on load alone (limits)."""

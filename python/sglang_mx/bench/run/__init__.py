@@ -3,4 +3,4 @@ that read the same run (token audit, speculative acceptance from the server's co
 the endpoint checks verify runs next to speed (agreement with a reference, the HumanEval task
 eval) and the load generator's own ceiling against a null server (calibrate, calibrate_peer).
 
-Imports the rooms below it: load (and agents, though nothing here needs it)."""
+May import the rooms below it (load, agents); today it stands on load alone."""

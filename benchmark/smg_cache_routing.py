@@ -3,7 +3,7 @@ production-20k-1k-60 workload scaled to this box: `sglang-mx bench run` through 
 front of N SGLang workers of the bundled MXFP4 model (--enable-cache-report), each policy on
 fresh caches (the runner flushes them through the gateway's /flush_cache, which fans out to every
 worker, then primes each shared prefix once). Per run: the hit rate measured against the one an
-ideal single cache would have reached with the same send times (`reachable`, bench/reach.py),
+ideal single cache would have reached with the same send times (`reachable`, bench/load/reach.py),
 TTFT and throughput. Optionally the same through the provider (provider -> smg cache_aware).
 
     python benchmark/smg_cache_routing.py --workers 2 4 --scale 0.05 --num-requests 48

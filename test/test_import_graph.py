@@ -1,7 +1,8 @@
 """The import graph of our two packages: no circles, at any floor, no module importing a
 package it sits inside, and the rooms kept in order (capacity, then measure, under bench and plan;
-plan never imports bench). Read from the source (ast), every import counted, lazy ones inside
-functions included: a lazy import is still a dependency, only a later one."""
+plan never imports bench; bench's own rooms load < agents < run < claims < report < cli). Read
+from the source (ast), every import counted, lazy ones inside functions included: a lazy import
+is still a dependency, only a later one."""
 
 from __future__ import annotations
 
@@ -272,6 +273,66 @@ def test_the_room_check_sees_a_planted_plan_to_bench_import(tmp_path, monkeypatc
     monkeypatch.setitem(BELOW, "sglang_mx.plan", ("sglang_mx.measure",))
     with pytest.raises(AssertionError, match="sglang_mx.plan.sim -> sglang_mx.measure"):
         test_plan_never_imports_bench_and_measure_stands_below_both()
+
+
+# Issue 60: bench's rooms by job, lowest first. A room imports only rooms before it in this order
+# (measure and capacity sit below all of them); every module of bench lives in one of them.
+BENCH_FLOORS = ("load", "agents", "run", "claims", "report", "cli")
+
+
+def room_climbs(package: str, floors: tuple[str, ...]) -> list[str]:
+    """`src -> dst` for each import, lazy ones included, from one room (a direct child of
+    `package`) into a room above it in `floors`, and `loose: child` for each child of `package`
+    that is in no room."""
+    known = modules(package.split(".")[0])
+    graph = import_graph(known)
+    rank = {f"{package}.{room}": i for i, room in enumerate(floors)}
+    prefix = package + "."
+    found = [
+        f"loose: {child}"
+        for child in sorted(known)
+        if child.startswith(prefix)
+        and child.count(".") == package.count(".") + 1
+        and child not in rank
+    ]
+    for src, targets in sorted(floor_graph(graph, package).items()):
+        for dst in sorted(targets):
+            if src not in rank or dst not in rank or rank[dst] >= rank[src]:
+                found.append(f"{src} -> {dst}")
+    return found
+
+
+def test_bench_rooms_stand_in_floors():
+    """Issue 60: load < agents < run < claims < report < cli; no import between bench's rooms goes
+    up, so there is no circle between them either, and no module sits loose at bench's top."""
+    found = room_climbs("sglang_mx.bench", BENCH_FLOORS)
+    assert not found, "bench rooms out of order:\n  " + "\n  ".join(found)
+
+
+def test_the_floor_check_sees_a_planted_climb_and_a_loose_module(tmp_path, monkeypatch):
+    pkg = tmp_path / "planted"
+    for room in ("low", "mid", "top"):
+        (pkg / "tool" / room).mkdir(parents=True)
+        (pkg / "tool" / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool" / "__init__.py").write_text("")
+    (pkg / "tool" / "low" / "base.py").write_text("X = 1\n")
+    (pkg / "tool" / "mid" / "use.py").write_text("from planted.tool.low.base import X\n")
+    (pkg / "tool" / "top" / "cmd.py").write_text("from planted.tool.mid import use\n")
+    monkeypatch.setitem(PACKAGES, "planted", tmp_path)
+    floors = ("low", "mid", "top")
+    assert room_climbs("planted.tool", floors) == []
+    (pkg / "tool" / "low" / "bad.py").write_text("def f():\n    from planted.tool.top import cmd\n")
+    (pkg / "tool" / "stray.py").write_text("")
+    assert room_climbs("planted.tool", floors) == [
+        "loose: planted.tool.stray",
+        "planted.tool.low -> planted.tool.top",
+    ]
+    with pytest.raises(AssertionError, match="sglang_mx.bench.cli -> sglang_mx.bench.report"):
+        monkeypatch.setitem(
+            globals(), "BENCH_FLOORS", ("load", "agents", "run", "claims", "cli", "report")
+        )
+        test_bench_rooms_stand_in_floors()
 
 
 def private_imports(package: str) -> list[str]:

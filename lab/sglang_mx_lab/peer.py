@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.sglang_bench import (  # noqa: F401 (the peer check's vocabulary)
+from sglang_mx.bench.load.limits import BenchError
+from sglang_mx.bench.load.sglang_bench import (  # noqa: F401 (the peer check's vocabulary)
     read_sglang_result,
     sglang_bench_command,
     sglang_env,
@@ -93,8 +93,8 @@ def ours_summary(summary: dict) -> dict:
 def run_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> dict:
     """Our runner on `w`, the cache left alone (flushed before SGLang's process started: a
     flush now would wait for SGLang's requests, or SGLang's for ours)."""
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-    from sglang_mx.bench.runner import RunConfig, run_trace
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.run.runner import RunConfig, run_trace
     from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
     from sglang_mx.measure.tracegen import generate
 
@@ -132,7 +132,7 @@ def side_by_side(
 ) -> dict:
     """Both clients on `w` at once: {"ours", "sglang", "rows" (compare against `bounds`,
     default BOUNDS), "sglang_log"}."""
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
 
     workdir.mkdir(parents=True, exist_ok=True)
     dataset = write_dataset(SegmentTokens(load_tokenizer(tokenizer_dir)), workdir / "peer.json",
@@ -173,7 +173,7 @@ def _flush(url: str) -> None:
     import asyncio
 
     import httpx
-    from sglang_mx.bench.runner import flush_cache
+    from sglang_mx.bench.run.runner import flush_cache
 
     async def go() -> bool:
         async with httpx.AsyncClient(timeout=30) as client:

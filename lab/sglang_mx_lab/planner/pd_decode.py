@@ -19,8 +19,8 @@ import dataclasses
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from sglang_mx.bench.prompts import materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.prompts import materialize
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.measure.metrics import Slo
 from sglang_mx.measure.tracegen import Trace
 from sglang_mx.plan.stepcost import LinearStepCost

@@ -26,8 +26,8 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from sglang_mx.bench.prompts import materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.prompts import materialize
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.measure.metrics import RequestResult, Slo
 from sglang_mx.measure.tracegen import Trace
 from sglang_mx.plan.stepcost import LinearStepCost, Work

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
-from sglang_mx.bench.prompts import materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.prompts import materialize
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.measure.metrics import Slo
 
 from sglang_mx_lab.planner import step_fit

@@ -31,8 +31,8 @@ from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.metrics import summarize
 from sglang_mx.measure.sweep import sweep_specs
 from sglang_mx.measure.tracegen import generate
-from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_at, search_knee
+from sglang_mx.plan.scheduler_config import SchedulerConfig
 from sglang_mx.plan.sim import Group, build_groups, simulate
 from sglang_mx.plan.stepcost import LinearStepCost, Work
 

@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 
 import httpx
-from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.metrics import Slo, summarize
 from sglang_mx.measure.stamp import stamp
 from sglang_mx.measure.sweep import sweep_specs
 from sglang_mx.measure.tracegen import generate
-from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.knee import knee_rate, search_knee
+from sglang_mx.plan.scheduler_config import SchedulerConfig
 from sglang_mx.plan.sim import build_groups, simulate
 
 from sglang_mx_lab.planner import step_fit

@@ -30,9 +30,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import httpx
-from sglang_mx.bench.limits import fetch_limits
-from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
-from sglang_mx.bench.runner import RunConfig
+from sglang_mx.bench.load.limits import fetch_limits
+from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
+from sglang_mx.bench.run.runner import RunConfig
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.stamp import stamp
 

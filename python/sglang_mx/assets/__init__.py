@@ -54,7 +54,7 @@ DERIVED = {"tiny-glm-moe-mxfp4": ("tiny-glm-moe-bf16", "sglang-mx quantize (MXFP
 def _derive(name: str) -> None:
     """Write DERIVED[name] beside its source: built in a temporary folder and renamed into place,
     so concurrent first uses (test workers, servers) never see half a checkpoint."""
-    from sglang_mx.quant.quantize import quantize_checkpoint
+    from sglang_mx.quant.convert import quantize_checkpoint
 
     src = ASSETS / DERIVED[name][0]
     try:

@@ -63,7 +63,7 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Limits:
+class RooflineLimits:
     weight_bytes_per_gpu: float
     kv_tokens_node: float
     max_concurrency: int
@@ -180,7 +180,7 @@ def limits(
     p: Precision | None = None,
     concurrency: int | None = None,
     reserve: float = 0.10,
-) -> Limits:
+) -> RooflineLimits:
     """Per-node limit at `concurrency` in-flight requests (default and cap: what the KV fits).
 
     Prefill and decode share the GPUs: at R req/s, R x prefill_s of each second goes to prefill
@@ -203,7 +203,7 @@ def limits(
         bound = "prefill-compute"
     else:
         bound = "decode-memory" if mem_s >= comp_s else "decode-compute"
-    return Limits(
+    return RooflineLimits(
         weight_bytes_per_gpu=weight_bytes_per_gpu(m, layout, p),
         kv_tokens_node=kv_tokens,
         max_concurrency=max_c,

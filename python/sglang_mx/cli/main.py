@@ -16,8 +16,8 @@ SUBCOMMANDS = {
     "info": "sglang_mx.cli.info",
     "provider": "sglang_mx.provider.cli",
     "keys": "sglang_mx.provider.keys_cli",
-    "bench": "sglang_mx.bench.cli",
-    "roofline": "sglang_mx.bench.roofline_cli",
+    "bench": "sglang_mx.bench.cli.verbs",
+    "roofline": "sglang_mx.capacity.cli",
     "plan": "sglang_mx.plan.cli",
 }
 

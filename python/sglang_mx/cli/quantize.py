@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sglang_mx.quant.checkpoint import CheckpointError
-    from sglang_mx.quant.quantize import quantize_checkpoint
+    from sglang_mx.quant.convert import quantize_checkpoint
 
     try:
         act = args.act_quant or ("mxfp4" if args.format == "quark" else "none")

@@ -12,14 +12,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from sglang_mx.plan.config import (
+from sglang_mx.plan.radix import RadixSim, truncate_runs
+from sglang_mx.plan.request import SimRequest
+from sglang_mx.plan.scheduler_config import (
     CLIP_MAX_NEW_TOKENS,
     RETRACT_DECODE_STEPS,
     WAITING_QUEUE_PREFIX_MATCH_MAX,
     SchedulerConfig,
 )
-from sglang_mx.plan.radix import RadixSim, truncate_runs
-from sglang_mx.plan.request import SimRequest
 from sglang_mx.plan.stepcost import Work
 
 

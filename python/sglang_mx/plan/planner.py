@@ -16,12 +16,12 @@ from sglang_mx.measure.metrics import Slo, summarize
 from sglang_mx.measure.summary import RunSummary
 from sglang_mx.measure.sweep import Knee, SweepPoint, knee, sweep_specs
 from sglang_mx.measure.tracegen import Trace, generate
-from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.efficiency import Efficiency
 from sglang_mx.plan.knee import knee_rate
 from sglang_mx.plan.layouts import PlanLayout
 from sglang_mx.plan.links import Link
 from sglang_mx.plan.records import LayoutSweep
+from sglang_mx.plan.scheduler_config import SchedulerConfig
 from sglang_mx.plan.sim import Group, SimResult, build_groups, simulate
 from sglang_mx.plan.stepcost import RooflineStepCost, Speculative
 

@@ -1,6 +1,6 @@
 """Radix prefix cache at token capacity, on segment runs instead of token ids.
 
-A sequence is a list of runs (key, n): the first n tokens of segment `key` (bench/prompts.py
+A sequence is a list of runs (key, n): the first n tokens of segment `key` (bench/load/prompts.py
 makes a segment's tokens a fixed function of its key, so equal keys share a prefix and different
 keys diverge at once). Like SGLang's RadixCache (srt/mem_cache/radix_cache.py): a match rounds
 down to whole pages, matched nodes are locked while a request uses them, and eviction frees the

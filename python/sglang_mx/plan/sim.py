@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from sglang_mx.measure.metrics import RequestResult
 from sglang_mx.measure.tracegen import Trace
-from sglang_mx.plan.config import SchedulerConfig
 from sglang_mx.plan.engine import Engine, Planned
 from sglang_mx.plan.request import SimRequest
+from sglang_mx.plan.scheduler_config import SchedulerConfig
 from sglang_mx.plan.stepcost import StepTerms, Work
 
 CostFn = Callable[[list[Work]], StepTerms]

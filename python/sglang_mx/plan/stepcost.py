@@ -1,6 +1,6 @@
 """Cost of one scheduler step (a forward pass over a batch), split by resource.
 
-`RooflineStepCost` charges the roofline's own terms (bench/roofline.py: weight bytes, KV bytes,
+`RooflineStepCost` charges the roofline's own terms (capacity/roofline.py: weight bytes, KV bytes,
 FLOPs) divided by kernel efficiency, plus interconnect collectives (links.py) and CPU scheduler /
 launch overhead; with the 'ideal' profile and no interconnect it is the roofline step itself.
 `LinearStepCost` is a per-term linear fit, calibrated from measured batches of a live server."""

@@ -22,8 +22,8 @@ from sglang_mx.provider.errors import ProviderError, StoreUnavailable, unauthori
 from sglang_mx.provider.guards import UpstreamGuard
 from sglang_mx.provider.keys import ApiKey, KeyStore
 from sglang_mx.provider.ledger import Ledger
-from sglang_mx.provider.metrics import ProviderMetrics
 from sglang_mx.provider.pricing import ModelPricing, load_pricing
+from sglang_mx.provider.prometheus import ProviderMetrics
 from sglang_mx.provider.ratelimit import RateLimiter, SharedRateLimiter
 from sglang_mx.provider.reserve import worst_case_usd
 from sglang_mx.provider.settings import ProviderSettings

@@ -17,7 +17,7 @@ import httpx
 from sglang_mx.provider import jsonio
 from sglang_mx.provider.context import RequestContext, Settlement
 from sglang_mx.provider.errors import ProviderError
-from sglang_mx.provider.metrics import ProviderMetrics
+from sglang_mx.provider.prometheus import ProviderMetrics
 from sglang_mx.provider.settings import ProviderSettings
 
 # What a keep-alive writes while the upstream is silent (queueing, prefill, a slow step). The

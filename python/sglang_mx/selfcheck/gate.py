@@ -15,10 +15,10 @@ import torch
 
 from sglang_mx.env import ENV
 from sglang_mx.selfcheck import record
-from sglang_mx.selfcheck.tolerance import Verdict
+from sglang_mx.selfcheck.tolerance import ToleranceVerdict
 
 logger = logging.getLogger(__name__)
-Case = tuple[str, str, Callable[[], Verdict]]  # (op, shape description, the check)
+Case = tuple[str, str, Callable[[], ToleranceVerdict]]  # (op, shape description, the check)
 _done: dict[tuple, list[record.CheckResult]] = {}
 GPU_CONTEXT = 2048  # cached tokens of the longer request on a GPU (splits, several tiles)
 CPU_CONTEXT = 130  # in the interpreter: every program costs Python time
@@ -31,7 +31,9 @@ def wanted(device: torch.device | str) -> bool:
     return mode == "on" or (mode == "auto" and torch.device(device).type != "cpu")
 
 
-def _measure(fn: Callable[[], Verdict], device: torch.device) -> tuple[Verdict, float]:
+def _measure(
+    fn: Callable[[], ToleranceVerdict], device: torch.device
+) -> tuple[ToleranceVerdict, float]:
     start = time.perf_counter()
     try:
         verdict = fn()
@@ -39,7 +41,7 @@ def _measure(fn: Callable[[], Verdict], device: torch.device) -> tuple[Verdict, 
             torch.cuda.synchronize(device)
     except Exception as e:  # any failure to build, launch or run declines the op
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        verdict = Verdict(False, float("nan"), 0.0, f"{type(e).__name__}: {first}")
+        verdict = ToleranceVerdict(False, float("nan"), 0.0, f"{type(e).__name__}: {first}")
     return verdict, (time.perf_counter() - start) * 1e3
 
 
@@ -172,8 +174,8 @@ def gqa_declined(runner: Any, delegate: str) -> str | None:
     return _declined(check_group(cases, device, "mx_triton gqa_decode", fallback))
 
 
-def _raise(e: Exception) -> Callable[[], Verdict]:
-    def fail() -> Verdict:
+def _raise(e: Exception) -> Callable[[], ToleranceVerdict]:
+    def fail() -> ToleranceVerdict:
         raise e
 
     return fail

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sglang_mx.selfcheck.tolerance import Verdict, bf16_close
+from sglang_mx.selfcheck.tolerance import ToleranceVerdict, bf16_close
 
 FP8_SCALE = 0.5  # FP8 entries are stored x2 and scaled back, as the kernel tests do
 
@@ -32,7 +32,7 @@ class GqaShape:
         )
 
 
-def check_gqa(shape: GqaShape, device) -> Verdict:
+def check_gqa(shape: GqaShape, device) -> ToleranceVerdict:
     from sgl_kernel_rocm import attention as kernels
 
     g = torch.Generator().manual_seed(4)

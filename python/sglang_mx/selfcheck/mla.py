@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sglang_mx.selfcheck.tolerance import Verdict, bf16_close, scores_close, topk_selection
+from sglang_mx.selfcheck.tolerance import ToleranceVerdict, bf16_close, scores_close, topk_selection
 
 BATCH_SHORT = 7  # the second request's length: a partial first page
 
@@ -77,7 +77,7 @@ def _latent(g: torch.Generator, shape: MlaShape, slots: int, device):
     return layout.pack(values), layout
 
 
-def check_mla(shape: MlaShape, device, top_k: int | None = None) -> Verdict:
+def check_mla(shape: MlaShape, device, top_k: int | None = None) -> ToleranceVerdict:
     """Dense MLA decode (top_k None) or DSA sparse decode over `top_k` listed positions."""
     from sgl_kernel_rocm import attention as kernels
 
@@ -101,7 +101,9 @@ def check_mla(shape: MlaShape, device, top_k: int | None = None) -> Verdict:
         out = kernels.dsa_sparse_decode(q, cache, table, seq_lens, indices, **opts)
     ref = kernels.mla_decode_ref(q, cache, table, seq_lens, indices=indices, **opts)
     if out.shape != ref.shape:
-        return Verdict(False, float("nan"), 0.0, f"output {tuple(out.shape)} != {ref.shape}")
+        return ToleranceVerdict(
+            False, float("nan"), 0.0, f"output {tuple(out.shape)} != {ref.shape}"
+        )
     return bf16_close(out, ref)
 
 
@@ -120,7 +122,7 @@ def index_key_pages(g: torch.Generator, pages: int, page: int, dim: int, device)
     return k, buf[:, page * dim :].view(torch.float32)
 
 
-def check_indexer(shape: IndexerShape, device) -> Verdict:
+def check_indexer(shape: IndexerShape, device) -> ToleranceVerdict:
     """The indexer's scores kernel against its float64 reference, then the top-k selected from
     them (triton_path.index_topk_decode's select_topk) judged on the reference scores."""
     from sgl_kernel_rocm import attention as kernels
@@ -138,11 +140,13 @@ def check_indexer(shape: IndexerShape, device) -> Verdict:
     scores = kernels.dsa_indexer_scores(*tensors)
     verdict = scores_close(scores[:, : ref.shape[1]], ref)
     if verdict.ok and not torch.isinf(scores[:, ref.shape[1] :]).all():
-        verdict = Verdict(False, float("nan"), 0.0, "scores past the longest request not -inf")
+        verdict = ToleranceVerdict(
+            False, float("nan"), 0.0, "scores past the longest request not -inf"
+        )
     if not verdict.ok:
         return verdict
     idx = kernels.select_topk(scores, seq_lens, shape.top_k)
     if tuple(idx.shape) != (len(lens), shape.top_k):
-        return Verdict(False, float("nan"), 0.0, f"top-k {tuple(idx.shape)} wrong shape")
+        return ToleranceVerdict(False, float("nan"), 0.0, f"top-k {tuple(idx.shape)} wrong shape")
     chosen = topk_selection(idx, ref, lens, shape.top_k)
     return chosen if not chosen.ok else verdict

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sglang_mx.selfcheck.tolerance import Verdict, moe_close
+from sglang_mx.selfcheck.tolerance import ToleranceVerdict, moe_close
 
 TOKENS = 4  # a decode batch: one launch of each GEMM, the decode tile
 
@@ -30,7 +30,7 @@ class MoeShape:
 
 def check_moe(
     shape: MoeShape, device: torch.device | str, backend: str = "triton", tokens: int | None = None
-) -> Verdict:
+) -> ToleranceVerdict:
     from sgl_kernel_rocm import moe as kernels
     from sgl_kernel_rocm.moe.reference import fused_moe_reference
 
@@ -56,5 +56,7 @@ def check_moe(
     )  # fmt: skip
     ref = fused_moe_reference(x, weights, topk_weights, topk_ids, act_quant=shape.act_quant)
     if out.shape != ref.shape:
-        return Verdict(False, float("nan"), 0.0, f"output {tuple(out.shape)} != {ref.shape}")
+        return ToleranceVerdict(
+            False, float("nan"), 0.0, f"output {tuple(out.shape)} != {ref.shape}"
+        )
     return moe_close(out, ref, shape.top_k)

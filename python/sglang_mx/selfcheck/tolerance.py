@@ -10,14 +10,14 @@ import torch
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ToleranceVerdict:
     ok: bool
     max_err: float  # the worst |out - ref| (over the bound's own scale; see each check)
     tol: float  # the bound at that element
     detail: str = ""  # what failed, when not ok
 
 
-def bf16_close(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
+def bf16_close(out: torch.Tensor, ref: torch.Tensor) -> ToleranceVerdict:
     """Decode attention: every output written (NaN poison gone) and within one bf16 ulp of the
     float64 reference, 2**-7 of the largest value (the kernels' math is fp32 on exactly the
     values the reference reads, so the bf16 output rounding dominates; the interpreter truncates,
@@ -26,14 +26,14 @@ def bf16_close(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
     tol = 2.0**-7 * ref.abs().max().item() + 1e-4
     if torch.isnan(out).any():
         n = int(torch.isnan(out).sum())
-        return Verdict(False, float("nan"), tol, f"{n} output elements unwritten or NaN")
+        return ToleranceVerdict(False, float("nan"), tol, f"{n} output elements unwritten or NaN")
     err = (out.double() - ref).abs().max().item()
     if err > tol:
-        return Verdict(False, err, tol, f"max abs err {err:.3e} > {tol:.3e}")
-    return Verdict(True, err, tol)
+        return ToleranceVerdict(False, err, tol, f"max abs err {err:.3e} > {tol:.3e}")
+    return ToleranceVerdict(True, err, tol)
 
 
-def moe_close(out: torch.Tensor, ref: torch.Tensor, top_k: int) -> Verdict:
+def moe_close(out: torch.Tensor, ref: torch.Tensor, top_k: int) -> ToleranceVerdict:
     """Fused MoE (no shared output): per element (k + 1) * 2**-8 * max|ref| + 2**-7 * |ref| --
     the k weighted expert rows each rounded to bf16 in the per-slot buffer (2**-9 of their size,
     which the output bounds up to cancellation: one extra term of slack), and the output rounded
@@ -41,7 +41,7 @@ def moe_close(out: torch.Tensor, ref: torch.Tensor, top_k: int) -> Verdict:
     out, ref = out.float(), ref.float().to(out.device)
     if not torch.isfinite(out).all():
         n = int((~torch.isfinite(out)).sum())
-        return Verdict(False, float("nan"), 0.0, f"{n} output elements non-finite")
+        return ToleranceVerdict(False, float("nan"), 0.0, f"{n} output elements non-finite")
     tol = (top_k + 1) * 2.0**-8 * ref.abs().max().item() + 2.0**-7 * ref.abs()
     diff = (out - ref).abs()
     worst = int((diff - tol).argmax())
@@ -49,40 +49,44 @@ def moe_close(out: torch.Tensor, ref: torch.Tensor, top_k: int) -> Verdict:
     bad = int((diff > tol).sum())
     if bad:
         row, col = divmod(worst, ref.shape[-1])
-        return Verdict(
+        return ToleranceVerdict(
             False, err, bound, f"{bad} elements beyond the bound; worst [{row}, {col}]: "
             f"{err:.3e} > {bound:.3e}"
         )  # fmt: skip
-    return Verdict(True, err, bound)
+    return ToleranceVerdict(True, err, bound)
 
 
 # fp32 dot over 128 dims and a head sum of exact bf16/fp8 products: ~1e-6 relative.
 SCORE_ATOL, SCORE_RTOL = 1e-4, 1e-5
 
 
-def scores_close(scores: torch.Tensor, ref: torch.Tensor) -> Verdict:
+def scores_close(scores: torch.Tensor, ref: torch.Tensor) -> ToleranceVerdict:
     """DSA indexer scores [B, L] vs the float64 reference: -inf exactly where the reference has
     it (past each length), and |s - ref| <= 1e-4 + 1e-5 |ref| elsewhere."""
     scores, ref = scores.double(), ref.to(scores.device).double()
     if scores.shape != ref.shape:
-        return Verdict(False, float("nan"), 0.0, f"scores {tuple(scores.shape)} != {ref.shape}")
+        return ToleranceVerdict(
+            False, float("nan"), 0.0, f"scores {tuple(scores.shape)} != {ref.shape}"
+        )
     if not torch.equal(torch.isinf(scores), torch.isinf(ref)):
-        return Verdict(False, float("nan"), 0.0, "-inf padding differs from the reference")
+        return ToleranceVerdict(False, float("nan"), 0.0, "-inf padding differs from the reference")
     fin = torch.isfinite(ref)
     if torch.isnan(scores[fin]).any():
-        return Verdict(False, float("nan"), 0.0, "NaN scores")
+        return ToleranceVerdict(False, float("nan"), 0.0, "NaN scores")
     diff = (scores[fin] - ref[fin]).abs()
     tol = SCORE_ATOL + SCORE_RTOL * ref[fin].abs()
     if diff.numel() == 0:
-        return Verdict(True, 0.0, SCORE_ATOL)
+        return ToleranceVerdict(True, 0.0, SCORE_ATOL)
     worst = int((diff - tol).argmax())
     err, bound = diff[worst].item(), tol[worst].item()
     if err > bound:
-        return Verdict(False, err, bound, f"score err {err:.3e} > {bound:.3e}")
-    return Verdict(True, err, bound)
+        return ToleranceVerdict(False, err, bound, f"score err {err:.3e} > {bound:.3e}")
+    return ToleranceVerdict(True, err, bound)
 
 
-def topk_selection(idx: torch.Tensor, ref: torch.Tensor, lens: list[int], top_k: int) -> Verdict:
+def topk_selection(
+    idx: torch.Tensor, ref: torch.Tensor, lens: list[int], top_k: int
+) -> ToleranceVerdict:
     """Each row lists min(top_k, n) distinct positions, then -1s, and no position left out
     scores above the lowest chosen one by more than twice the score tolerance (the kernel
     selects by its own scores, so near-ties may swap within it)."""
@@ -92,10 +96,12 @@ def topk_selection(idx: torch.Tensor, ref: torch.Tensor, lens: list[int], top_k:
         chosen = idx[b][idx[b] >= 0].long()
         want = min(top_k, n)
         if chosen.numel() != want or chosen.unique().numel() != want or chosen.max() >= n:
-            return Verdict(False, float("nan"), 0.0, f"row {b}: {chosen.numel()} valid distinct "
-                           f"positions below {n} expected {want}")  # fmt: skip
+            why = f"row {b}: {chosen.numel()} valid distinct positions below {n} expected {want}"
+            return ToleranceVerdict(False, float("nan"), 0.0, why)
         if not (idx[b, want:] == -1).all():
-            return Verdict(False, float("nan"), 0.0, f"row {b}: no -1 padding after {want}")
+            return ToleranceVerdict(
+                False, float("nan"), 0.0, f"row {b}: no -1 padding after {want}"
+            )
         rest = torch.ones(n, dtype=torch.bool)
         rest[chosen] = False
         if rest.any():
@@ -104,6 +110,6 @@ def topk_selection(idx: torch.Tensor, ref: torch.Tensor, lens: list[int], top_k:
             if high - low > worst - worst_slack:
                 worst, worst_slack = high - low, slack
             if high > low + slack:
-                return Verdict(False, high - low, slack, f"row {b}: a left-out key scores "
+                return ToleranceVerdict(False, high - low, slack, f"row {b}: a left-out key scores "
                                f"{high:.6g} above the lowest chosen {low:.6g}")  # fmt: skip
-    return Verdict(True, max(worst, 0.0), worst_slack)
+    return ToleranceVerdict(True, max(worst, 0.0), worst_slack)

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 from sglang_mx.assets import bundled_model_path
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.limits import fetch_limits
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load.limits import fetch_limits
 from sglang_mx_lab.testing.corpus import held_out_ids as corpus_ids
 
 pytestmark = pytest.mark.server

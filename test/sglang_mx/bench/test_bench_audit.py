@@ -10,9 +10,9 @@ import asyncio
 import time
 
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench.prompts import SegmentTokens, materialize
-from sglang_mx.bench.promscrape import COUNTERS, parse, pick
-from sglang_mx.bench.runner import RunConfig, run_trace, run_trace_async
+from sglang_mx.bench.load.prompts import SegmentTokens, materialize
+from sglang_mx.bench.load.promscrape import COUNTERS, parse, pick
+from sglang_mx.bench.run.runner import RunConfig, run_trace, run_trace_async
 from sglang_mx.capacity.workload import get_preset
 from sglang_mx.measure.tracegen import generate
 from sglang_mx_lab.testing.inprocess import serve_in_thread

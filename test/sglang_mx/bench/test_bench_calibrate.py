@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 from bench_processes import null_upstream
-from sglang_mx.bench.calibrate_peer import ceiling, table
+from sglang_mx.bench.run.calibrate_peer import ceiling, table
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_ceiling_is_the_last_pass_before_the_first_failure():
 def test_sglang_step_sends_every_request_it_counts(null_url, bundled_tokenizer_dir, tmp_path):
     """SGLang's client sends at most one request per prompt-file row: a step of 400 requests
     must get 400 rows (a 64-row file once failed every step with 336 'errors')."""
-    from sglang_mx.bench.calibrate_peer import MIN_REQUESTS, sglang_step
+    from sglang_mx.bench.run.calibrate_peer import MIN_REQUESTS, sglang_step
 
     step = sglang_step(null_url, bundled_tokenizer_dir, 200.0, 4, tmp_path, 1.0)
     assert step["requests"] == MIN_REQUESTS and step["errors"] == 0, step

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sglang_mx.bench import cli as bench_cli
+from sglang_mx.bench.cli import verbs as bench_cli
 
 CLAIMS_DIR = Path(__file__).parents[3] / "benchmark" / "claims"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.claims import ClaimError, load_claim
-from sglang_mx.bench.verdict import ci95, decide
+from sglang_mx.bench.claims.claim_file import ClaimError, load_claim
+from sglang_mx.bench.claims.verdict import ci95, decide
+from sglang_mx.bench.cli import verbs as bench_cli
 
 CLAIMS = sorted((Path(__file__).parents[3] / "benchmark" / "claims").glob("*.yaml"))
 

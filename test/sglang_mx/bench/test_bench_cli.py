@@ -6,8 +6,8 @@ import argparse
 import json
 
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench import roofline_cli
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.capacity import cli as roofline_cli
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.limits import (
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load.limits import (
     ServerLimits,
     WorkloadDoesNotFit,
     check_fits,
     fit_to_context,
     limits_from,
 )
-from sglang_mx.bench.prompts import SegmentTokens, materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.prompts import SegmentTokens, materialize
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import get_preset
 from sglang_mx.measure.tracegen import generate
 from sglang_mx_lab.testing.inprocess import serve_in_thread

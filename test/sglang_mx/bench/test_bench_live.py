@@ -7,9 +7,9 @@ import argparse
 import json
 
 import pytest
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import LengthDist, get_preset
 from sglang_mx.measure.tracegen import generate
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from bench_processes import null_upstream
-from sglang_mx.bench.client_check import EARLY_LIMIT_S, processes_needed, selfcheck
-from sglang_mx.bench.loadgen import Job, share_concurrency, split
-from sglang_mx.bench.reach import by_send_time
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.client_check import EARLY_LIMIT_S, processes_needed, selfcheck
+from sglang_mx.bench.load.loadgen import Job, share_concurrency, split
+from sglang_mx.bench.load.reach import by_send_time
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.tracegen import Trace, TraceRequest
 
@@ -136,8 +136,8 @@ def test_two_processes_send_on_one_clock_and_keep_each_session_in_order(null_url
 
 
 def test_a_failing_worker_is_one_error_naming_it_not_a_hang(null_url):
-    from sglang_mx.bench.limits import BenchError
-    from sglang_mx.bench.loadgen import spread
+    from sglang_mx.bench.load.limits import BenchError
+    from sglang_mx.bench.load.loadgen import spread
 
     jobs = _jobs([("a", 0.0, None), ("b", 0.1, "gone")])  # b waits for a turn nobody sends
     with pytest.raises(BenchError, match=r"load worker 1 failed: KeyError: 'gone'"):
@@ -168,7 +168,7 @@ def test_calibrate_climbs_at_each_process_count(null_url, tmp_path):
 def _verify(url: str, claim: str, tmp_path, out, *extra: str) -> tuple[int, dict]:
     import argparse
 
-    from sglang_mx.bench import cli as bench_cli
+    from sglang_mx.bench.cli import verbs as bench_cli
 
     parser = argparse.ArgumentParser()
     bench_cli.register(parser.add_subparsers())

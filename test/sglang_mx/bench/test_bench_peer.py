@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.load.limits import BenchError
 from sglang_mx_lab.peer import (
     LIVE_BOUNDS,
     PeerWorkload,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sglang_mx.bench.prompts import SegmentTokens, materialize
+from sglang_mx.bench.load.prompts import SegmentTokens, materialize
 from sglang_mx.capacity.workload import get_preset
 from sglang_mx.measure.tracegen import generate
 

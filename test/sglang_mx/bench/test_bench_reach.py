@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench.prompts import SegmentTokens
-from sglang_mx.bench.reach import SegmentCache, by_first_token
-from sglang_mx.bench.runner import WARM_TOLERANCE_TOKENS, RunConfig, run_trace
-from sglang_mx.bench.traceio import TraceOptions, load_trace
+from sglang_mx.bench.load.prompts import SegmentTokens
+from sglang_mx.bench.load.reach import SegmentCache, by_first_token
+from sglang_mx.bench.load.traceio import TraceOptions, load_trace
+from sglang_mx.bench.run.runner import WARM_TOLERANCE_TOKENS, RunConfig, run_trace
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 MOONCAKE = Path(__file__).parents[3] / "benchmark" / "traces" / "sample-mooncake.jsonl"

@@ -11,7 +11,7 @@ import subprocess
 
 from bench_processes import fake_server_process
 from claim_files import write_claim
-from sglang_mx.bench import cli as bench_cli
+from sglang_mx.bench.cli import verbs as bench_cli
 
 
 def _tool(name: str) -> str:

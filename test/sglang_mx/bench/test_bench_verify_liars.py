@@ -30,7 +30,7 @@ import subprocess
 
 import pytest
 from claim_files import write_claim
-from sglang_mx.bench import cli as bench_cli
+from sglang_mx.bench.cli import verbs as bench_cli
 from sglang_mx_lab.testing.liar_proxy import Lies, liar_proxy
 
 pytestmark = pytest.mark.server
@@ -57,8 +57,8 @@ def _claim(tmp_path, value: float, hit_rate: float = 0.5, **sections) -> str:
 def sglang_output_tok_s(url: str, tokenizer: str, workdir) -> float:
     """SGLang's own client on the claim's lengths (64 in, 16 out) and closed loop of 2: its
     output tok/s (no prefix sharing: the claim's 50% hit only makes our run's prefill cheaper)."""
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
-    from sglang_mx.bench.sglang_bench import (
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
+    from sglang_mx.bench.load.sglang_bench import (
         read_sglang_result,
         sglang_bench_command,
         sglang_env,

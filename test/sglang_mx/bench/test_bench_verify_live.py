@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sglang_mx.bench import cli as bench_cli
-from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
-from sglang_mx.bench.traceio import load_trace
+from sglang_mx.bench.cli import verbs as bench_cli
+from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
+from sglang_mx.bench.load.traceio import load_trace
 from sglang_mx.measure.tracegen import TraceRequest
 
 pytestmark = pytest.mark.server

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.tracegen import Trace, TraceRequest
-from sglang_mx.plan.config import SchedulerConfig
+from sglang_mx.plan.scheduler_config import SchedulerConfig
 from sglang_mx.plan.stepcost import LinearStepCost
 
 BASE, PER_TOKEN, PER_DECODE = 0.01, 1e-4, 1e-3

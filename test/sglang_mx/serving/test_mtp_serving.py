@@ -140,13 +140,13 @@ def test_mxfp4_eh_proj_draft_serves_the_same_greedy_tokens(mxfp4_eh_proj_server,
 
 
 def test_run_acceptance_from_prometheus_equals_sglangs_per_request_counts(mtp_server):
-    """bench's run-level accept length (bench/acceptance.py: generation tokens / verify steps
+    """bench's run-level accept length (bench/run/acceptance.py: generation tokens / verify steps
     from SGLang's Prometheus counters, what `bench verify` holds a claimed draft to) equals the
     sum of the same per-request counts SGLang reports in meta_info, on the live EAGLE server."""
     import asyncio
 
-    from sglang_mx.bench import acceptance as run_acceptance
-    from sglang_mx.bench import promscrape
+    from sglang_mx.bench.load import promscrape
+    from sglang_mx.bench.run import acceptance as run_acceptance
 
     async def scrape():
         async with httpx.AsyncClient(timeout=30) as client:

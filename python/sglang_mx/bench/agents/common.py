@@ -268,7 +268,7 @@ def cli(func, description: str, default_sessions: int = 2, **defaults) -> Callab
         meter = res.pop("meter")
         print(json.dumps(res, indent=1))
         if args.trace_out:
-            from sglang_mx.bench.prompts import load_tokenizer
+            from sglang_mx.bench.load.prompts import load_tokenizer
 
             tok_dir = args.tokenizer or metered_endpoint(args.url).model_info["model_path"]
             tok = load_tokenizer(tok_dir)

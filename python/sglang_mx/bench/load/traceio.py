@@ -19,10 +19,10 @@ import random
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from sglang_mx.bench.limits import PROMPT_RESERVE, fits, longest_request
-from sglang_mx.bench.reach import SegmentCache
-from sglang_mx.bench.traces_ledger import read_ledger
-from sglang_mx.bench.traces_public import (
+from sglang_mx.bench.load.limits import PROMPT_RESERVE, fits, longest_request
+from sglang_mx.bench.load.reach import SegmentCache
+from sglang_mx.bench.load.traces_ledger import read_ledger
+from sglang_mx.bench.load.traces_public import (
     Rows,
     TraceFormatError,
     read_azure,

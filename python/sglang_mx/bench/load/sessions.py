@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.load.limits import BenchError
 
 TOOL_ROLES = ("observation", "tool", "function_response")
 

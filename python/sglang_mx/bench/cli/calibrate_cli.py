@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sglang_mx.bench import calibrate_peer
-from sglang_mx.bench.calibrate import STEP_S, calibrate, with_processes
+from sglang_mx.bench.run import calibrate_peer
+from sglang_mx.bench.run.calibrate import STEP_S, calibrate, with_processes
 
 
 def _cmd(args) -> int:
-    from sglang_mx.bench.limits import BenchError, fetch_limits
+    from sglang_mx.bench.load.limits import BenchError, fetch_limits
     from sglang_mx.measure.stamp import stamp
 
     url = args.url.rstrip("/")
@@ -35,7 +35,7 @@ def _cmd(args) -> int:
 def tokenizer_dir(text: str) -> str:
     """--with-sglang's directory, absolute: SGLang's client reads a relative path as a hub repo
     id, and nothing here may reach a hub."""
-    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.load.limits import BenchError
 
     path = Path(text).expanduser()
     if not (path / "tokenizer_config.json").is_file() and not (path / "tokenizer.json").exists():
@@ -44,7 +44,7 @@ def tokenizer_dir(text: str) -> str:
 
 
 def process_counts(text: str) -> list[int]:
-    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.load.limits import BenchError
 
     try:
         counts = [int(x) for x in text.split(",")]
@@ -89,7 +89,7 @@ def _cmd_side_by_side(args, url: str, counts: list[int], tokenizer: str) -> int:
 
 
 def register(verbs) -> None:
-    from sglang_mx.bench.cli_args import one_line_errors
+    from sglang_mx.bench.cli.args import one_line_errors
 
     p = verbs.add_parser("calibrate", help="the load generator's ceiling against a null server")
     p.add_argument("--url", required=True, help="a null server (benchmark/null_upstream.py)")

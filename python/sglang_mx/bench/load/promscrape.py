@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from sglang_mx.bench.client_check import Background
+from sglang_mx.bench.load.client_check import Background
 
 # our name -> the metric names that mean it (summed over their label sets)
 COUNTERS = {

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.load.limits import BenchError
 
 
 def write_dataset(tokens, path: Path, n: int, words: int = 48) -> Path:

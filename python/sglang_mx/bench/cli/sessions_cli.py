@@ -13,8 +13,8 @@ def _fmt(value, spec: str) -> str:
 
 
 def _cmd(args) -> int:
-    from sglang_mx.bench import sessions as S
-    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.load import sessions as S
+    from sglang_mx.bench.load.limits import BenchError
     from sglang_mx.measure.stamp import stamp
 
     if args.format == "sharegpt":
@@ -47,7 +47,7 @@ def _cmd(args) -> int:
 
 
 def register(verbs) -> None:
-    from sglang_mx.bench.cli_args import one_line_errors
+    from sglang_mx.bench.cli.args import one_line_errors
 
     p = verbs.add_parser(
         "sessions", help="replay multi-turn agent sessions (cached fraction by turn)"

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.load.limits import BenchError
 
 MOONCAKE_BLOCK = 512
 

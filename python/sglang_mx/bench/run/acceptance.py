@@ -31,8 +31,9 @@ def measured(delta: dict) -> dict:
 
 def judge(claim_spec: dict | None, runs: list[dict], tolerance: float) -> dict:
     """Blockers, failures and notes of a verify run's acceptance against the claim's
-    `speculative` section (claims.py): a draft claimed but absent, or a real accept length below
-    (1 - tolerance) x the claimed one, refutes; a simulated one is reported beside the real."""
+    `speculative` section (claims/claim_file.py): a draft claimed but absent, or a real accept
+    length below (1 - tolerance) x the claimed one, refutes; a simulated one is reported beside
+    the real."""
     out: dict = {"blockers": [], "failures": [], "notes": [], "record": None}
     if not claim_spec:
         return out

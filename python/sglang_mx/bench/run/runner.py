@@ -15,13 +15,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from sglang_mx.bench import acceptance, promscrape
-from sglang_mx.bench.audit import TOLERANCE, audit, count_client_output
-from sglang_mx.bench.client_check import selfcheck
-from sglang_mx.bench.limits import BenchError, ServerLimits, check_fits, read_limits
-from sglang_mx.bench.loadgen import Job, drive, http_client, spread
-from sglang_mx.bench.reach import by_first_token, by_send_time, outside_bounds
-from sglang_mx.bench.stream import cached_tokens, endpoint_path, request_body, send_one
+from sglang_mx.bench.load import promscrape
+from sglang_mx.bench.load.client_check import selfcheck
+from sglang_mx.bench.load.limits import BenchError, ServerLimits, check_fits, read_limits
+from sglang_mx.bench.load.loadgen import Job, drive, http_client, spread
+from sglang_mx.bench.load.reach import by_first_token, by_send_time, outside_bounds
+from sglang_mx.bench.load.stream import cached_tokens, endpoint_path, request_body, send_one
+from sglang_mx.bench.run import acceptance
+from sglang_mx.bench.run.audit import TOLERANCE, audit, count_client_output
 from sglang_mx.measure.metrics import RequestResult, Slo, summarize
 from sglang_mx.measure.tracegen import Trace, TraceRequest
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from sglang_mx.bench.cli_args import (
+from sglang_mx.bench.cli.args import (
     cost_inputs,
     one_line_errors,
     run_args,
@@ -44,7 +44,7 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 
 
 def _spec(args: argparse.Namespace):
-    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.load.limits import BenchError
     from sglang_mx.capacity.workload import LengthDist, named_workload
 
     over = {k: getattr(args, k) for k in SPEC_FIELDS}
@@ -72,10 +72,10 @@ def _fit_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _execute(args, kind: str, values: list[float]) -> int:
-    from sglang_mx.bench.limits import check_fits, fetch_limits, fit_to_context
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-    from sglang_mx.bench.report_html import write_report
-    from sglang_mx.bench.runner import run_trace
+    from sglang_mx.bench.load.limits import check_fits, fetch_limits, fit_to_context
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.report.html_page import write_report
+    from sglang_mx.bench.run.runner import run_trace
     from sglang_mx.capacity.cost import cost_report
     from sglang_mx.measure.stamp import stamp
     from sglang_mx.measure.summary import RunSummary
@@ -168,7 +168,7 @@ def _cmd_gen(args) -> int:
 
 
 def trace_args(p: argparse.ArgumentParser) -> None:
-    from sglang_mx.bench.traceio import FORMATS
+    from sglang_mx.bench.load.traceio import FORMATS
 
     p.add_argument("--trace", help="replay this trace file instead of generating one")
     p.add_argument("--trace-format", default="auto", choices=("auto", *FORMATS),
@@ -182,7 +182,7 @@ def trace_args(p: argparse.ArgumentParser) -> None:
 
 def trace_from_args(args, context_length: int | None = None):
     """The --trace file as a Trace; with --fit-context, its lengths scaled into the context."""
-    from sglang_mx.bench.traceio import TraceOptions, fit_trace, load_trace
+    from sglang_mx.bench.load.traceio import TraceOptions, fit_trace, load_trace
 
     opts = TraceOptions(
         time_scale=args.trace_time_scale,
@@ -217,7 +217,7 @@ def _cmd_sweep(args) -> int:
 
 @one_line_errors
 def _cmd_ledger_export(args) -> int:
-    from sglang_mx.bench.traces_ledger import export_ledger
+    from sglang_mx.bench.load.traces_ledger import export_ledger
 
     n = export_ledger(args.db, args.out, args.since)
     print(f"{args.out}: {n} requests (lengths, cached tokens, arrival times; no content)")
@@ -225,7 +225,7 @@ def _cmd_ledger_export(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from sglang_mx.bench.report_html import write_report
+    from sglang_mx.bench.report.html_page import write_report
 
     result = json.loads(Path(args.result).read_text())
     paths = write_report(result, args.out or Path(args.result).parent)
@@ -343,7 +343,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrencies", help="comma-separated in-flight counts, e.g. 1,2,4,8")
     p.set_defaults(func=_cmd_sweep, trace=None)
 
-    from sglang_mx.bench import calibrate_cli, sessions_cli, verify
+    from sglang_mx.bench.cli import calibrate_cli, sessions_cli, verify
 
     verify.register(verbs)
     calibrate_cli.register(verbs)

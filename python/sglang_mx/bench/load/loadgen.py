@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sglang_mx.bench.client_check import CpuClock, LoopProbe
-from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.stream import send_one
+from sglang_mx.bench.load.client_check import CpuClock, LoopProbe
+from sglang_mx.bench.load.limits import BenchError
+from sglang_mx.bench.load.stream import send_one
 from sglang_mx.measure.metrics import RequestResult
 
 READY_TIMEOUT_S = 120.0  # a spawned worker imports httpx and the bench package first

@@ -13,9 +13,9 @@ import math
 import sys
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.task_eval import TASKS
-from sglang_mx.bench.verdict import Verdict, decide
+from sglang_mx.bench.claims.verdict import Verdict, decide
+from sglang_mx.bench.load.limits import BenchError
+from sglang_mx.bench.run.task_eval import TASKS
 from sglang_mx.measure.metrics import Slo
 from sglang_mx.measure.summary import is_figure
 
@@ -37,8 +37,8 @@ def _lengths(spec) -> str:
 
 def build_trace(claim, args, limits):
     """The claim's trace, and what was changed to run it here ({} when nothing was)."""
-    from sglang_mx.bench.limits import fit_to_context
-    from sglang_mx.bench.traceio import TraceOptions, fit_trace, load_trace
+    from sglang_mx.bench.load.limits import fit_to_context
+    from sglang_mx.bench.load.traceio import TraceOptions, fit_trace, load_trace
     from sglang_mx.measure.tracegen import generate
 
     ctx, changes = _target_context(args, limits), []
@@ -140,7 +140,7 @@ def load_processes(args, trace, claim, calibration) -> dict:
     uses: --processes where given, else the need, at most this box's cores."""
     import os
 
-    from sglang_mx.bench.client_check import processes_needed
+    from sglang_mx.bench.load.client_check import processes_needed
 
     req_s, tok_s = offered_load(trace, claim)
     cores = os.cpu_count() or 1
@@ -165,7 +165,7 @@ def load_processes(args, trace, claim, calibration) -> dict:
 
 
 def _figure(summary: dict, figure: str) -> float:
-    from sglang_mx.bench.report import summary_value
+    from sglang_mx.bench.report.markdown import summary_value
 
     if not is_figure(figure):
         raise BenchError(f"{figure!r} is not a figure of a run summary (summary.FIGURES)")
@@ -187,7 +187,7 @@ def judge(
     """The verdict of a verify run (verdict.decide over the repeats' figures); `agreed`:
     the endpoint's agreement with --reference (agreement.measure), when one was given; `scored`:
     the task eval of a claim that states `accuracy` (task_eval.run_humaneval)."""
-    from sglang_mx.bench import acceptance, agreement, task_eval
+    from sglang_mx.bench.run import acceptance, agreement, task_eval
 
     blockers = []
     if changes:
@@ -297,7 +297,7 @@ def verify_slo(claim, args):
 
 
 def _cost(claim, args, summary: dict) -> dict:
-    from sglang_mx.bench.cli_args import cost_inputs
+    from sglang_mx.bench.cli.args import cost_inputs
     from sglang_mx.capacity.cost import cost_report
 
     try:
@@ -316,7 +316,7 @@ def _cost(claim, args, summary: dict) -> dict:
 def check_claim(claim) -> dict:
     """`verify --check`'s record of the claim (its arithmetic, price basis, what it leaves
     unstated), which a verify run's report shows beside its verdict."""
-    from sglang_mx.bench.claim_check import check
+    from sglang_mx.bench.claims.claim_check import check
 
     return check(claim)
 
@@ -324,8 +324,8 @@ def check_claim(claim) -> dict:
 def cmd_check(args) -> int:
     """`verify --check`: the claim's arithmetic, price basis and gaps; no endpoint. Exit 0 when
     it is consistent, 1 when it contradicts itself or its sources."""
-    from sglang_mx.bench.claim_check import check, render
-    from sglang_mx.bench.claims import load_claim
+    from sglang_mx.bench.claims.claim_check import check, render
+    from sglang_mx.bench.claims.claim_file import load_claim
 
     given: dict[str, str] = {}  # dest -> its first flag (--slo-ttft before its old --slo)
     for flag, dest, default in RUN_FLAGS:
@@ -351,7 +351,7 @@ NOT_RUN_FLAGS = ("claim", "check", "out", "help")
 
 
 def cmd_verify(args) -> int:
-    from sglang_mx.bench.claims import load_claim
+    from sglang_mx.bench.claims.claim_file import load_claim
 
     if args.check:
         return cmd_check(args)
@@ -362,11 +362,11 @@ def cmd_verify(args) -> int:
             f"{' and '.join(missing)} required to run a claim (--check reads it without an "
             "endpoint)"
         )
-    from sglang_mx.bench.cli_args import run_config
-    from sglang_mx.bench.limits import check_fits, fetch_limits
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer, materialize
-    from sglang_mx.bench.report_html import write_report
-    from sglang_mx.bench.runner import loud, run_trace
+    from sglang_mx.bench.cli.args import run_config
+    from sglang_mx.bench.load.limits import check_fits, fetch_limits
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.report.html_page import write_report
+    from sglang_mx.bench.run.runner import loud, run_trace
     from sglang_mx.measure.stamp import stamp
     from sglang_mx.measure.summary import RunSummary
     from sglang_mx.measure.sweep import SweepPoint
@@ -394,7 +394,7 @@ def cmd_verify(args) -> int:
         raise BenchError(f"claim {claim.id!r}: {exc}") from None
     agreed = None
     if args.reference:  # before the load: a model that computes the wrong thing fails fast
-        from sglang_mx.bench import agreement
+        from sglang_mx.bench.run import agreement
 
         agreement.bounds(claim.raw, args.agreement_top1)  # a bad flag stops the run here
         print(f"== {claim.id}: agreement with {args.reference}", file=sys.stderr)
@@ -405,7 +405,7 @@ def cmd_verify(args) -> int:
     scored = None
     stated = claim.raw.get("accuracy")
     if stated and stated["task"].lower() in TASKS and args.accuracy_problems != 0:
-        from sglang_mx.bench.task_eval import run_humaneval
+        from sglang_mx.bench.run.task_eval import run_humaneval
 
         print(f"== {claim.id}: {stated['task']} task eval", file=sys.stderr)
         scored = run_humaneval(cfg.base_url, args.model, args.api_key, args.accuracy_problems)
@@ -475,7 +475,7 @@ def cmd_verify(args) -> int:
     return 0 if verdict.verdict == "reproduced" else 1
 
 
-AGREEMENT_FLAGS = (  # bench/agreement.py
+AGREEMENT_FLAGS = (  # bench/run/agreement.py
     ("--reference", {"metavar": "URL", "help": "a reference deployment of the same model: the "
      "endpoint's top-1 agreement and KL with it on fixed prompts gate the verdict"}),
     ("--reference-model", {"help": "model name at --reference (default: its first)"}),
@@ -490,7 +490,7 @@ AGREEMENT_FLAGS = (  # bench/agreement.py
 
 
 def register(verbs) -> None:
-    from sglang_mx.bench.cli_args import one_line_errors, run_args
+    from sglang_mx.bench.cli.args import one_line_errors, run_args
 
     p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95%% CI)")
     p.add_argument("claim", help="claim file (YAML or JSON; benchmark/claims/)")

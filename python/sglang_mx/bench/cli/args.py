@@ -1,5 +1,5 @@
 """The run flags and their readers that `bench run`, `sweep`, `verify` and `calibrate` share:
-kept apart from cli.py so those commands' modules import them without importing the CLI."""
+kept apart from verbs.py so those commands' modules import them without importing the CLI."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def slo_from_args(args):
 
 def cost_inputs(args) -> tuple[int, float, str | None, str]:
     """(GPUs, $/GPU-h, hardware name, where the price came from)."""
-    from sglang_mx.bench.limits import BenchError
+    from sglang_mx.bench.load.limits import BenchError
     from sglang_mx.capacity.hardware import get_hardware
 
     given = "--price on the command line"
@@ -103,8 +103,8 @@ def run_config(args):
     """The runner's settings from the run flags (the server's limits are read separately)."""
     import json as _json
 
-    from sglang_mx.bench.limits import BenchError
-    from sglang_mx.bench.runner import RunConfig
+    from sglang_mx.bench.load.limits import BenchError
+    from sglang_mx.bench.run.runner import RunConfig
 
     processes = getattr(args, "processes", None)
     processes = 1 if processes is None else processes
@@ -146,7 +146,7 @@ def one_line_errors(func):
 
     @functools.wraps(func)
     def wrapper(args) -> int:
-        from sglang_mx.bench.limits import BenchError
+        from sglang_mx.bench.load.limits import BenchError
 
         try:
             return func(args)

@@ -17,7 +17,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from sglang_mx.bench.traces_public import (
+from sglang_mx.bench.load.traces_public import (
     Row,
     Rows,
     TraceFormatError,

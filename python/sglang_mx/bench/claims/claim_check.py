@@ -403,7 +403,7 @@ def unstated(claim) -> list[Finding]:
 
 def load_compared(claim):
     """The claim a `compare:` section names (a file beside the claim), or None."""
-    from sglang_mx.bench.claims import load_claim
+    from sglang_mx.bench.claims.claim_file import load_claim
 
     cmp = claim.raw.get("compare")
     return load_claim(Path(claim.path).parent / cmp["claim"]) if cmp else None

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.load.limits import BenchError
 from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
 from sglang_mx.measure.metrics import PERCENTILES, Slo
 from sglang_mx.measure.summary import check_figures

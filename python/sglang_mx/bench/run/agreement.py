@@ -24,7 +24,7 @@ import json
 import math
 from pathlib import Path
 
-from sglang_mx.bench.limits import BenchError
+from sglang_mx.bench.load.limits import BenchError
 
 PROMPTS_FILE = Path(__file__).parent / "data" / "agreement_prompts.json"
 DEFAULT_TOP1 = 0.80  # a sound quantization agrees far above this; a broken one far below

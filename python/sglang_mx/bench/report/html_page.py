@@ -10,14 +10,14 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from sglang_mx.bench.report import (
+from sglang_mx.bench.claims.verdict import Verdict
+from sglang_mx.bench.report.markdown import (
     COLUMNS,
     checks_lines,
     markdown,
     summary_value,
     verdict_lines,
 )
-from sglang_mx.bench.verdict import Verdict
 from sglang_mx.measure.compare import fmt_number
 from sglang_mx.measure.result_files import plot, write_files
 
@@ -96,7 +96,7 @@ def _gates(v: Verdict) -> str:
 
 def _claim_check(record: dict) -> str:
     """The claim read before the run (`verify --check`): its arithmetic and price basis."""
-    from sglang_mx.bench.claim_check import render as render_check
+    from sglang_mx.bench.claims.claim_check import render as render_check
 
     return f"<h2>The claim's arithmetic and price</h2><pre>{_e(render_check(record))}</pre>"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import sys
 
-from sglang_mx.bench import client_check
-from sglang_mx.bench.runner import RunConfig, run_trace
+from sglang_mx.bench.load import client_check
+from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.tracegen import Trace, TraceRequest
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 
-from sglang_mx.bench.verdict import Verdict
+from sglang_mx.bench.claims.verdict import Verdict
 from sglang_mx.measure.compare import fmt_number
 from sglang_mx.measure.summary import check_figures
 from sglang_mx.measure.sweep import Knee

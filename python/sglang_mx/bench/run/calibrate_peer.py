@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sglang_mx.bench import calibrate
-from sglang_mx.bench.limits import BenchError
-from sglang_mx.bench.sglang_bench import read_sglang_result, sglang_bench_command, sglang_env
+from sglang_mx.bench.load.limits import BenchError
+from sglang_mx.bench.load.sglang_bench import read_sglang_result, sglang_bench_command, sglang_env
+from sglang_mx.bench.run import calibrate
 
 MIN_REQUESTS = 400
 STEP_TIMEOUT_S = 600.0
@@ -26,8 +26,8 @@ STEP_TIMEOUT_S = 600.0
 def prompt_file(workdir: Path, tokenizer_dir: str, n: int) -> Path:
     """A prompt file for a step of `n` requests: SGLang's random dataset sends at most one
     request per row of the file (a 64-row file capped every step at 64 requests)."""
-    from sglang_mx.bench.prompts import SegmentTokens, load_tokenizer
-    from sglang_mx.bench.sglang_bench import write_dataset
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
+    from sglang_mx.bench.load.sglang_bench import write_dataset
 
     path = workdir / f"calibrate-prompts-{n}.json"
     if not path.exists():

@@ -40,7 +40,8 @@ def timed_post(client: httpx.Client, url: str, body: dict, headers: dict) -> flo
     t0 = time.perf_counter()
     r = client.post(url, json=body, headers=headers)
     dt_s = time.perf_counter() - t0
-    r.raise_for_status()
+    if r.status_code != 200:
+        raise RuntimeError(f"{url}: HTTP {r.status_code}: {r.text[:500]}")
     return dt_s
 
 

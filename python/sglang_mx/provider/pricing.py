@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ SAMPLING_PARAMETERS = (
 PRICE_FIELDS = ("prompt", "completion", "input_cache_read", "input_cache_write", "request", "image")
 
 
+_ZERO = Decimal(0)
+
+
 @dataclass(frozen=True)
 class ModelPricing:
     id: str
@@ -50,8 +54,14 @@ class ModelPricing:
     capacity: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @cached_property
+    def _per_token(self) -> dict[str, Decimal]:
+        return {k: Decimal(str(v)) / Decimal(1_000_000) for k, v in self.usd_per_m.items()}
+
     def per_token(self, kind: str) -> Decimal:
-        return Decimal(str(self.usd_per_m.get(kind, 0.0))) / Decimal(1_000_000)
+        """USD per token of `kind` (0 where the model does not price it); computed once per
+        kind, as a request bills 10+ of them."""
+        return self._per_token.get(kind, _ZERO)
 
     def priced(self, kind: str) -> bool:
         return kind in self.usd_per_m

@@ -104,7 +104,7 @@ def add_hardware_args(
 def add_layout_arg(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--layout", default=default,
                    help="comma-separated node layouts: tp8, tp4xdp2, tp8-dpattn8, tp4-ep; plan "
-                   f"also pd:tp4+tp4 (default {default})")  # fmt: skip
+                   "also pd:tp4+tp4 (default %(default)s)")  # fmt: skip
 
 
 def add_page_size_arg(p: argparse.ArgumentParser, default: int | None) -> None:

@@ -146,13 +146,15 @@ class Plan:
 
 
 def best_at_sla(sweeps: list[LayoutSweep] | tuple[LayoutSweep, ...]) -> Best | None:
-    """The Best point over `sweeps`: no failed request and every gate of the SLO met
-    (metrics.summarize's slo_met: TTFT p95 by default, each --slo-* flag given)."""
+    """The Best point over `sweeps`: no failed request, TTFT at the SLO's percentile within each
+    sweep's `slo`, and every other gate the SLO sets (--slo-tpot/-itl/-e2e) met."""
     best = None
     for sw in sweeps:
         for p in sw.points:
             s = p.summary
-            if s.errors or not s.slo_met:
+            ttft = getattr(s.ttft_s, f"p{s.slo.get('percentile', 95)}")
+            others = all(g["met"] for g in s.slo_gates if g["metric"] != "ttft_s")
+            if s.errors or ttft > sw.slo or not others:
                 continue
             if best is None or s.goodput_output_tok_s > best.goodput_output_tok_s:
                 best = Best(

@@ -19,7 +19,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from sglang_mx.capacity.flags import OldSpelling
 from sglang_mx.cli import main as cli_main
 
@@ -184,7 +183,9 @@ def test_old_spellings_say_their_new_name(parsers):
         ("bench run", "--preset"): "--workload",
         ("bench sweep", "--preset"): "--workload",
         ("bench sessions", "--format"): "--trace-format",
-        **{(v, "--slo"): "--slo-ttft" for v in ("bench run", "bench sweep", "bench verify", "plan")},
+        **{
+            (v, "--slo"): "--slo-ttft" for v in ("bench run", "bench sweep", "bench verify", "plan")
+        },
         **{
             (v, "--tpot-slo"): "--slo-tpot"
             for v in ("bench run", "bench sweep", "bench verify", "plan")

@@ -83,7 +83,8 @@ def add_requests_args(p: argparse.ArgumentParser, seed: bool = True) -> None:
     """--num-requests (how many requests a run, or each sweep point, sends) and, with `seed`,
     --seed (of the trace's lengths, prefixes and arrivals)."""
     p.add_argument("--num-requests", type=int,
-                   help="requests per run or sweep point (default: the workload's or claim's)")  # fmt: skip
+                   help="requests per run or sweep point (default: the workload's or "
+                   "claim's)")  # fmt: skip
     if seed:
         p.add_argument("--seed", type=int, help="seed of the trace (default: the workload's)")
 
@@ -98,7 +99,8 @@ def add_hardware_args(
                    "$/GPU-h; bench: the hardware under test)")  # fmt: skip
     if with_gpus:
         p.add_argument("--gpus", type=int, default=gpus,
-                       help="GPUs serving (bench default: a node of --hardware, else 1)")  # fmt: skip
+                       help="GPUs serving (bench default: a node of --hardware, else "
+                       "1)")  # fmt: skip
 
 
 def add_layout_arg(p: argparse.ArgumentParser, default: str) -> None:
@@ -109,7 +111,8 @@ def add_layout_arg(p: argparse.ArgumentParser, default: str) -> None:
 
 def add_page_size_arg(p: argparse.ArgumentParser, default: int | None) -> None:
     p.add_argument("--page-size", type=int, default=default,
-                   help="the server's KV page size in tokens (bench default 1; plan: SGLang's)")  # fmt: skip
+                   help="the server's KV page size in tokens (bench default 1; plan: "
+                   "SGLang's)")  # fmt: skip
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:

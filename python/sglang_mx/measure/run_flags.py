@@ -30,7 +30,8 @@ def add_slo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo-ttft", dest="slo", type=float, metavar="S",
                    help=f"TTFT limit in seconds at --slo-percentile {_BASE}")  # fmt: skip
     p.add_argument("--slo-tpot", type=float, metavar="S",
-                   help="TPOT limit in seconds (per request: (E2E - TTFT) / (tokens - 1))")  # fmt: skip
+                   help="TPOT limit in seconds (per request: (E2E - TTFT) / (tokens - "
+                   "1))")  # fmt: skip
     p.add_argument("--slo-itl", type=float, metavar="S",
                    help="ITL limit in seconds (every inter-token gap)")  # fmt: skip
     p.add_argument("--slo-e2e", type=float, metavar="S", help="end-to-end latency limit (s)")
@@ -70,7 +71,8 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rates", metavar="R,R,...",
                    help="comma-separated requests/s (open loop), e.g. 0.5,1,1.5,2,2.4")  # fmt: skip
     p.add_argument("--concurrencies", metavar="N,N,...",
-                   help="comma-separated in-flight requests (closed loop), e.g. 1,2,4,8")  # fmt: skip
+                   help="comma-separated in-flight requests (closed loop), e.g. "
+                   "1,2,4,8")  # fmt: skip
 
 
 def _floats(text: str | None, flag: str) -> list[float]:

@@ -110,7 +110,8 @@ def trace_format_arg(p: argparse.ArgumentParser, default: str = "auto") -> None:
 
     p.add_argument("--trace-format", default=default, choices=("auto", *FORMATS, *SESSION_FORMATS),
                    help="the trace file's format (default: detected from the file); run reads "
-                   f"{', '.join(FORMATS)}; sessions reads {', '.join(SESSION_FORMATS)}")  # fmt: skip
+                   f"{', '.join(FORMATS)}; sessions reads "
+                   f"{', '.join(SESSION_FORMATS)}")  # fmt: skip
 
 
 def url_arg(p: argparse.ArgumentParser, required: bool = True) -> None:

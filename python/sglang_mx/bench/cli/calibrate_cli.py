@@ -102,7 +102,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from sglang_mx.capacity.flags import add_length_arg
     from sglang_mx.capacity.workload import LengthDist
 
-    p = subparsers.add_parser("calibrate", help="the load generator's ceiling against a null server")
+    p = subparsers.add_parser(
+        "calibrate", help="the load generator's ceiling against a null server"
+    )
     url_arg(p)
     add_length_arg(p, "--output-len", LengthDist("fixed", 32))  # streamed tokens per request
     p.add_argument("--start-rate", type=float, default=25.0)

@@ -7,19 +7,30 @@ import argparse
 import json
 import sys
 
-from sglang_mx.capacity.flags import add_precision_args, add_workload_arg, precision_from_args
+from sglang_mx.capacity.flags import (
+    add_concurrency_arg,
+    add_hardware_args,
+    add_layout_arg,
+    add_precision_args,
+    add_shape_args,
+    add_workload_arg,
+    precision_from_args,
+)
 
 
 def workload_from_args(args: argparse.Namespace):
     """roofline.Workload of --workload NAME (its mean lengths and hit rate), each of
-    --input-len / --output-len / --hit-rate given taking the place of the workload's."""
+    --input-len / --output-len / --hit-rate given taking the place of the workload's; a length
+    given as a distribution counts at its mean (the roofline models one request shape)."""
     from sglang_mx.capacity.roofline import Workload
     from sglang_mx.capacity.workload import named_workload
 
     spec = named_workload(args.workload)
+    input_len = args.input_len if args.input_len is not None else spec.input_len
+    output_len = args.output_len if args.output_len is not None else spec.output_len
     return Workload(
-        args.input_len if args.input_len is not None else round(spec.input_len.mean),
-        args.output_len if args.output_len is not None else round(spec.output_len.mean),
+        round(input_len.mean),
+        round(output_len.mean),
         args.hit_rate if args.hit_rate is not None else spec.hit_rate,
     )
 
@@ -107,18 +118,12 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("roofline", help="capacity/roofline model for a node")
     p.add_argument("--model", default="glm-5.2", help="glm-5.2, a config.json or a model dir")
-    p.add_argument("--hardware", default="MI355X", help="MI355X | MI300X | B200 | H200")
-    p.add_argument(
-        "--layout",
-        default=DEFAULT_LAYOUTS,
-        help=f"comma-separated layouts (default {DEFAULT_LAYOUTS})",
-    )
+    add_hardware_args(p, "MI355X", None, with_gpus=False)
+    add_layout_arg(p, DEFAULT_LAYOUTS)
     add_workload_arg(p, "production-20k-1k-60")
-    p.add_argument("--input-len", type=int, help="tokens in (default: the workload's mean)")
-    p.add_argument("--output-len", type=int, help="tokens out (default: the workload's mean)")
-    p.add_argument("--hit-rate", type=float, help="prefix hit rate (default: the workload's)")
-    p.add_argument("--concurrency", type=int, help="in-flight requests (default: what KV fits)")
+    add_shape_args(p)
+    add_concurrency_arg(p)
     add_precision_args(p)
     p.add_argument("--measured", type=float, help="measured output tok/s per node")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run)

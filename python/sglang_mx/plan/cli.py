@@ -5,9 +5,18 @@ $/M tokens per point, the knee and the binding resource, beside the roofline lim
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
-from sglang_mx.capacity.flags import OldSpelling, add_precision_args, add_workload_arg
+from sglang_mx.capacity.flags import (
+    add_hardware_args,
+    add_layout_arg,
+    add_page_size_arg,
+    add_precision_args,
+    add_requests_args,
+    add_workload_arg,
+)
+from sglang_mx.measure.run_flags import add_slo_args, add_sweep_args
 
 
 def parse_workload(text: str, num_requests: int | None, seed: int | None):
@@ -16,18 +25,6 @@ def parse_workload(text: str, num_requests: int | None, seed: int | None):
     from sglang_mx.capacity.workload import named_workload
 
     return named_workload(text).with_overrides(num_requests=num_requests, seed=seed)
-
-
-def _floats(text: str | None, name: str) -> list[float]:
-    if not text:
-        return []
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"--{name} {text!r}: comma-separated numbers, e.g. 1,2,2.4") from None
-    if not values or any(v <= 0 for v in values):
-        raise ValueError(f"--{name} {text!r}: values must be > 0")
-    return values
 
 
 def build_deployment(args, layout):
@@ -76,7 +73,7 @@ def build_deployment(args, layout):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sglang_mx.measure.metrics import Slo
+    from sglang_mx.measure.run_flags import slo_from_args, sweep_values
     from sglang_mx.measure.stamp import stamp
     from sglang_mx.plan.layouts import parse_plan_layout
     from sglang_mx.plan.planner import plan_sweep
@@ -84,9 +81,8 @@ def _run(args: argparse.Namespace) -> int:
     from sglang_mx.plan.report import markdown, write_report
 
     try:
-        rates, concs = _floats(args.rates, "rates"), _floats(args.concurrencies, "concurrencies")
-        if bool(rates) == bool(concs):
-            raise ValueError("give exactly one of --rates or --concurrencies")
+        kind, values = sweep_values(args)
+        slo = slo_from_args(args)
         if args.mtp_accepted > args.mtp_draft:
             raise ValueError("--mtp-accepted cannot exceed --mtp-draft")
         spec = parse_workload(args.workload, args.num_requests, args.seed)
@@ -98,8 +94,6 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError, FileNotFoundError) as e:
         print(f"sglang-mx plan: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    kind, values = ("rate", rates) if rates else ("concurrency", concs)
-    slo = Slo(ttft_p95_s=args.slo, ttft_s=args.slo, tpot_s=args.tpot_slo)
     sweeps = tuple(plan_sweep(dep, spec, kind, values, slo) for dep in deps)
     dep = deps[0]
     plan = Plan(
@@ -113,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
         link_source=dep.link.source if dep.link else "not charged",
         scaleout=dep.scaleout.name if dep.scaleout else "none",
         scaleout_source=dep.scaleout.source if dep.scaleout else "PD KV over the link above",
-        slo={"ttft_p95_s": args.slo, "tpot_s": args.tpot_slo},
+        slo=dataclasses.asdict(slo) | {"text": slo.describe()},
         workload=spec.to_dict(),
         sweeps=sweeps,
         best=best_at_sla(sweeps),
@@ -129,26 +123,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan", help="simulate SGLang serving a model on a layout: latency, throughput, $/token"
     )
     p.add_argument("--model", default="glm-5.2", help="glm-5.2, a config.json or a model dir")
-    p.add_argument("--hardware", default="MI355X", help="MI355X | MI300X | B200 | H200")
-    p.add_argument("--gpus", type=int, default=8)
-    p.add_argument(
-        "--layout",
-        default="tp8,tp8-dpattn8",
-        help="comma-separated: tp8, tp4xdp2, tp8-dpattn8, tp4-ep, pd:tp4+tp4",
-    )
-    add_workload_arg(p, "20k-1k-60")
-    p.add_argument("--num-requests", type=int, help="requests per point (default: preset's)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--rates", help="comma-separated requests/s")
-    p.add_argument("--concurrencies", help="comma-separated in-flight requests (closed loop)")
-    p.add_argument("--slo-ttft", dest="slo", type=float, default=5.0, metavar="S",
-                   help="TTFT p95 SLA in seconds")  # fmt: skip
-    p.add_argument("--slo", dest="slo", type=float, action=OldSpelling, new="--slo-ttft",
-                   help=argparse.SUPPRESS)  # fmt: skip
-    p.add_argument("--slo-tpot", dest="tpot_slo", type=float,
-                   help="per-request TPOT limit (s) for goodput")  # fmt: skip
-    p.add_argument("--tpot-slo", dest="tpot_slo", type=float, action=OldSpelling,
-                   new="--slo-tpot", help=argparse.SUPPRESS)  # fmt: skip
+    add_hardware_args(p, "MI355X", 8)
+    add_layout_arg(p, "tp8,tp8-dpattn8")
+    add_workload_arg(p, "production-20k-1k-60")
+    add_requests_args(p)
+    add_sweep_args(p)
+    add_slo_args(p)
     p.add_argument(
         "--efficiency",
         default="production-assumed",
@@ -164,7 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunked-prefill-size", type=int, help="default: SGLang's for the GPU")
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--schedule-policy", choices=("lpm", "fcfs"))
-    p.add_argument("--page-size", type=int)
+    add_page_size_arg(p, None)
     p.add_argument("--enable-mixed-chunk", action="store_true")
     p.add_argument("--disable-radix-cache", action="store_true")
     p.add_argument("--disable-cuda-graph", action="store_true")

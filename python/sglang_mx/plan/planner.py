@@ -172,5 +172,5 @@ def plan_sweep(
         slo=slo.ttft_p95_s,
         roofline=roof,
         scheduler=dep.scheduler().to_dict(),
-        knee_rate=knee_rate(points, slo.ttft_p95_s),
+        knee_rate=knee_rate(points, slo.ttft_p95_s, f"p{slo.percentile}"),
     )

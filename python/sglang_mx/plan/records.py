@@ -85,7 +85,7 @@ class LayoutSweep:
     kind: str  # "rate" or "concurrency"
     points: tuple[SweepPoint, ...]
     knee: Knee | None
-    slo: float  # the TTFT p95 SLA (s) the knee and knee_rate are judged at
+    slo: float  # the TTFT limit (s, at the SLO's percentile) knee_rate is judged at
     roofline: dict
     scheduler: dict
     knee_rate: float  # plan.knee.knee_rate: the interpolated crossing
@@ -132,7 +132,7 @@ class Plan:
     link_source: str
     scaleout: str = "none"
     scaleout_source: str = "not recorded (this plan predates the field)"
-    slo: dict  # {"ttft_p95_s", "tpot_s"}
+    slo: dict  # metrics.Slo as a dict, and its "text" (Slo.describe)
     workload: dict
     sweeps: tuple[LayoutSweep, ...]
     best: Best | None
@@ -146,12 +146,15 @@ class Plan:
 
 
 def best_at_sla(sweeps: list[LayoutSweep] | tuple[LayoutSweep, ...]) -> Best | None:
-    """The Best point over `sweeps`: no failed request and TTFT p95 within each sweep's SLA."""
+    """The Best point over `sweeps`: no failed request, TTFT at the SLO's percentile within each
+    sweep's `slo`, and every other gate the SLO sets (--slo-tpot/-itl/-e2e) met."""
     best = None
     for sw in sweeps:
         for p in sw.points:
             s = p.summary
-            if s.errors or s.ttft_s.p95 > sw.slo:
+            ttft = getattr(s.ttft_s, f"p{s.slo.get('percentile', 95)}")
+            others = all(g["met"] for g in s.slo_gates if g["metric"] != "ttft_s")
+            if s.errors or ttft > sw.slo or not others:
                 continue
             if best is None or s.goodput_output_tok_s > best.goodput_output_tok_s:
                 best = Best(

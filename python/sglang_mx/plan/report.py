@@ -63,7 +63,9 @@ def markdown(result: Plan | dict) -> str:
         f"- versions: {', '.join(f'{k} {v}' for k, v in st['versions'].items())}",
         f"- efficiency: {plan.efficiency}; link: {plan.link}"
         + (f"; PD KV over: {plan.scaleout}" if plan.scaleout else ""),
-        f"- SLA: TTFT p95 <= {plan.slo['ttft_p95_s']} s"
+        f"- SLA: {plan.slo['text']}"
+        if "text" in plan.slo  # plans written before issue 60 recorded TTFT and TPOT only
+        else f"- SLA: TTFT p95 <= {plan.slo['ttft_p95_s']} s"
         + (f", TPOT <= {plan.slo['tpot_s']} s" if plan.slo.get("tpot_s") else ""),
         f"- workload: `{json.dumps(plan.workload, sort_keys=True)}`",
         "",

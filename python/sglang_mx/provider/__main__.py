@@ -6,15 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_mx.provider import cli, keys_cli
+from sglang_mx.cli.main import new_spelling
+from sglang_mx.provider import cli
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sglang_mx.provider")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cli.register(sub)
-    keys_cli.register(sub)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(new_spelling(sys.argv[1:] if argv is None else argv))
     return int(args.func(args) or 0)
 
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 
-from sglang_mx.provider import db_cli, keys_cli
 from sglang_mx.provider.settings import KEEPALIVE_FRAMES
 
 REQUIRED_TO_SERVE = ("upstream", "pricing", "db")
+# `sglang-mx provider ACTION`: each module's register(subparsers) adds its parser and sets func
+ACTIONS = {
+    "keys": "sglang_mx.provider.keys_cli",
+    "db": "sglang_mx.provider.db_cli",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,8 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", default="warning")
     p.set_defaults(func=run, provider_parser=p)
     actions = p.add_subparsers(dest="provider_command", metavar="[keys|db]")
-    keys_cli.add_actions(actions.add_parser("keys", help=keys_cli.HELP))
-    db_cli.add_actions(actions.add_parser("db", help=db_cli.HELP))
+    for module in ACTIONS.values():
+        importlib.import_module(module).register(actions)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,16 +10,16 @@ from pathlib import Path
 HELP = "manage the provider's store (schema migrations, SQLite -> PostgreSQL import)"
 
 
-def add_actions(p: argparse.ArgumentParser) -> None:
-    p.set_defaults(func=lambda args: args.db_action(args))
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("db", help=HELP)
     sub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     m = sub.add_parser("migrate", help="apply the schema migrations the store lacks")
     m.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
-    m.set_defaults(db_action=_migrate)
+    m.set_defaults(func=_migrate)
     i = sub.add_parser("import", help="copy an SQLite store into an empty PostgreSQL one")
     i.add_argument("--db", required=True, help="the target: a postgresql:// URL")
     i.add_argument("--from", dest="source", required=True, type=Path, help="the SQLite file")
-    i.set_defaults(db_action=_import)
+    i.set_defaults(func=_import)
 
 
 def _migrate(args: argparse.Namespace) -> int:

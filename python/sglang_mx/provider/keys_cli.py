@@ -1,5 +1,6 @@
 """`sglang-mx provider keys create|list|revoke`: manage provider API keys (stored hashed).
-`sglang-mx keys ...`, the earlier top-level spelling, is kept as a noted alias for one release."""
+`sglang-mx keys ...`, the earlier top-level spelling, works for one release (cli/main.py's
+OLD_VERBS)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,7 @@ HELP = "manage provider API keys"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """The top-level `keys` verb: the old spelling of `provider keys` (issue 43)."""
-    p = subparsers.add_parser("keys", help=f"{HELP} (old spelling of `provider keys`)")
-    add_actions(p, old_spelling=True)
-
-
-def add_actions(p: argparse.ArgumentParser, old_spelling: bool = False) -> None:
-    """create / list / revoke under `p` (the `keys` parser, wherever it hangs)."""
-    p.set_defaults(func=_run_old_spelling if old_spelling else _run)
+    p = subparsers.add_parser("keys", help=HELP)
     sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     c = sub.add_parser("create", help="create a key; prints it once")
     c.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
@@ -26,27 +20,14 @@ def add_actions(p: argparse.ArgumentParser, old_spelling: bool = False) -> None:
     c.add_argument("--rpm", type=int, default=None, help="requests per minute (default: server's)")
     c.add_argument("--tpm", type=int, default=None, help="tokens per minute (default: server's)")
     c.add_argument("--limit-usd", type=float, default=None, help="spend cap (402 beyond it)")
-    c.set_defaults(keys_action=_create)
+    c.set_defaults(func=_create)
     ls = sub.add_parser("list", help="list keys (ids, never secrets) with spend")
     ls.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
-    ls.set_defaults(keys_action=_list)
+    ls.set_defaults(func=_list)
     r = sub.add_parser("revoke", help="revoke a key by id")
     r.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
     r.add_argument("key_id")
-    r.set_defaults(keys_action=_revoke)
-
-
-def _run(args: argparse.Namespace) -> int:
-    return args.keys_action(args)
-
-
-def _run_old_spelling(args: argparse.Namespace) -> int:
-    print(
-        "sglang-mx: note: `keys` is now `provider keys` (the old name works until the next "
-        "release)",
-        file=sys.stderr,
-    )
-    return args.keys_action(args)
+    r.set_defaults(func=_revoke)
 
 
 def _create(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from sglang_mx.bench.claims.claim_file import ClaimError, load_claim
 from sglang_mx.bench.claims.verdict import FILE_KEYS, Verdict
-from sglang_mx.bench.cli import verify
+from sglang_mx.bench.cli import verify_cli as verify
 from sglang_mx.measure.metrics import RequestResult, Slo, summarize
 from sglang_mx.measure.summary import FIGURES, Distribution, RunSummary, is_figure
 from sglang_mx.measure.sweep import Knee, SweepPoint, knee

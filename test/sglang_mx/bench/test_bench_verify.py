@@ -139,7 +139,7 @@ def test_a_cpu_claim_is_judged_on_its_own_hardware(
 
 def test_a_missing_figure_is_an_error_naming_it():
     """A claimed figure the run's summary lacks is refused by name, not judged as NaN."""
-    from sglang_mx.bench.cli import verify
+    from sglang_mx.bench.cli import verify_cli as verify
 
     summary = {"ttft_s": {"p50": 0.1}, "output_tok_s": 5.0}
     assert verify._figure(summary, "output_tok_s") == 5.0
@@ -151,7 +151,7 @@ def test_a_box_outside_the_hardware_table_is_judged_a_different_box(tmp_path):
     """`--hardware CPU` against an MI355X claim: a blocker naming both (it once raised "unknown
     hardware" after the whole run); the cost is the claim's price, named so, unless --price."""
     from sglang_mx.bench.claims.claim_file import load_claim
-    from sglang_mx.bench.cli import verify
+    from sglang_mx.bench.cli import verify_cli as verify
 
     claim = load_claim(write_claim(tmp_path, 100.0))  # 8x MI355X
     blockers = verify._hardware_blockers(claim, verify.JudgeSettings(hardware="CPU", gpus=None))

@@ -1,5 +1,8 @@
-"""The run flags and their readers that `bench run`, `sweep`, `verify` and `calibrate` share:
-kept apart from verbs.py so those commands' modules import them without importing the CLI."""
+"""The flags bench's verbs share and their readers, one definition each (test_cli_flags): the
+workload (workload_args, spec_from_args), a run against an endpoint (run_args, run_config), a
+trace file (trace_args, trace_from_args), --fit-context, --processes, --ignore-eos,
+--trace-format; the SLO and sweep flags come from measure.run_flags, the capacity-model ones
+from capacity.flags, so `plan` and `roofline` spell them the same."""
 
 from __future__ import annotations
 
@@ -8,45 +11,165 @@ import json
 import sys
 from pathlib import Path
 
-from sglang_mx.capacity.flags import OldSpelling
+from sglang_mx.capacity.flags import (
+    add_concurrency_arg,
+    add_hardware_args,
+    add_page_size_arg,
+    add_requests_args,
+    add_shape_args,
+    add_workload_arg,
+)
+from sglang_mx.measure.run_flags import add_slo_args
 
 MAX_PROCESSES = 64  # load worker processes (loadgen.py)
 
 
-def add_slo_args(p: argparse.ArgumentParser, ttft_default: float | None) -> None:
-    """The SLO flags, one name each across bench and plan: --slo-ttft (old: --slo), --slo-tpot,
-    --slo-itl, --slo-e2e, --slo-percentile."""
-    p.add_argument("--slo-ttft", dest="slo", type=float, default=ttft_default, metavar="S",
-                   help="TTFT limit in seconds at --slo-percentile")  # fmt: skip
-    p.add_argument("--slo", dest="slo", type=float, action=OldSpelling, new="--slo-ttft",
-                   help=argparse.SUPPRESS)  # fmt: skip
-    p.add_argument("--slo-tpot", type=float, help="TPOT SLO in seconds (per-request TPOT)")
-    p.add_argument("--slo-itl", type=float, help="ITL SLO in seconds (every inter-token gap)")
-    p.add_argument("--slo-e2e", type=float, help="end-to-end latency SLO in seconds")
-    p.add_argument("--slo-percentile", type=int, default=95 if ttft_default else None,
-                   choices=(50, 90, 95, 99))  # fmt: skip
+def workload_args(p: argparse.ArgumentParser) -> None:
+    """--workload NAME (old: --preset) and every flag that overrides it (spec_from_args)."""
+    add_workload_arg(p, "cpu-2k-32-60", old="--preset")
+    add_shape_args(p)
+    p.add_argument("--turns", type=int, help="turns per session (1 = shared prefixes only)")
+    p.add_argument("--prefix-groups", type=int)
+    add_requests_args(p)
+    p.add_argument("--arrival", choices=("poisson", "fixed-rate", "concurrency"))
+    p.add_argument("--rate", type=float, help="requests/s")
+    add_concurrency_arg(p)
+    p.add_argument("--no-prime", action="store_true", help="don't pre-send the shared prefixes")
 
 
-def run_args(
-    p: argparse.ArgumentParser, slo_default: float | None = 5.0, endpoint_required: bool = True
-) -> None:
+SPEC_FIELDS = ("input_len", "output_len", "hit_rate", "turns", "prefix_groups", "num_requests",
+               "arrival", "rate", "concurrency", "seed")  # fmt: skip
+
+
+def spec_from_args(args: argparse.Namespace):
+    """The --workload spec with each override flag given; a changed one is named NAME+custom so
+    it cannot pass for the published preset in a report."""
+    from sglang_mx.bench.load.limits import BenchError
+    from sglang_mx.capacity.workload import named_workload
+
+    over = {k: getattr(args, k) for k in SPEC_FIELDS}
+    if args.no_prime:
+        over["prime"] = False
+    changed = {k: v for k, v in over.items() if v is not None}
+    try:
+        spec = named_workload(args.workload).with_overrides(**changed)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    return spec.with_overrides(name=f"{args.workload}+custom") if changed else spec
+
+
+def fit_context_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fit-context", type=int, nargs="?", const=0, default=None, metavar="N",
+                   help="scale input and output lengths by one factor (ratio, hit rate and load "
+                   "kept) to fit the server's context length (or N tokens); reports say the "
+                   "workload was scaled")  # fmt: skip
+
+
+def target_context(args, limits) -> int | None:
+    """The context --fit-context scales into: its own N, else the server's; None without it."""
+    from sglang_mx.bench.load.limits import BenchError
+
+    if getattr(args, "fit_context", None) is None:
+        return None
+    if args.fit_context > 0:
+        return min(args.fit_context, limits.context_length or args.fit_context)
+    if not limits.context_length:
+        raise BenchError("the server does not state its context length; give --fit-context N")
+    return limits.context_length
+
+
+def process_counts(text: str) -> tuple[int, ...]:
+    """argparse type of --processes: N, or counts N,M,... (calibrate climbs each)."""
+    try:
+        counts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a count like 2, or counts like 1,2,4")
+    return counts
+
+
+def processes_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--processes", type=process_counts, metavar="N[,N...]",
+                   help="load worker processes sharing one clock (run, sweep: default 1; verify: "
+                   "as many as the claim's rate needs by --calibration; calibrate: counts like "
+                   "1,2,4 to climb with, default 1)")  # fmt: skip
+
+
+def ignore_eos_arg(p: argparse.ArgumentParser, default: bool) -> None:
+    """--ignore-eos / --no-ignore-eos; the default is each verb's (run, sweep, verify: on, so
+    outputs are the workload's lengths; sessions: off, turns end where the model ends them)."""
+    p.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=default,
+                   help="ask the server to generate every request's full max_tokens (run, "
+                   "sweep, verify: on; sessions: off)")  # fmt: skip
+
+
+def trace_format_arg(p: argparse.ArgumentParser, default: str = "auto") -> None:
+    from sglang_mx.bench.load.sessions import SESSION_FORMATS
+    from sglang_mx.bench.load.traceio import FORMATS
+
+    p.add_argument("--trace-format", default=default, choices=("auto", *FORMATS, *SESSION_FORMATS),
+                   help="the trace file's format (default: detected from the file); run reads "
+                   f"{', '.join(FORMATS)}; sessions reads "
+                   f"{', '.join(SESSION_FORMATS)}")  # fmt: skip
+
+
+def url_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--url", required=required,
+                   help="base URL of the endpoint: an OpenAI-compatible server (calibrate: a "
+                   "null server, benchmark/null_upstream.py; agents: the provider with "
+                   "--api-key, else SGLang)")  # fmt: skip
+
+
+def model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="model name to request (default: first of /v1/models)")
+
+
+def api_key_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--api-key", help="sent as Authorization: Bearer (a provider key, sk-mx-...)")
+
+
+def trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", help="replay this trace file instead of generating one")
+    trace_format_arg(p)
+    p.add_argument("--trace-time-scale", type=float, default=1.0,
+                   help="multiply every arrival time (0.5: twice as fast)")  # fmt: skip
+    p.add_argument("--trace-sample", type=float, default=1.0,
+                   help="keep each request with this probability (seeded by --seed)")  # fmt: skip
+    p.add_argument("--max-requests", type=int, help="replay at most this many requests")
+
+
+def trace_from_args(args, context_length: int | None = None):
+    """The --trace file as a Trace; with --fit-context, its lengths scaled into the context."""
+    from sglang_mx.bench.load.traceio import TraceOptions, fit_trace, load_trace
+
+    opts = TraceOptions(
+        time_scale=args.trace_time_scale,
+        sample=args.trace_sample,
+        max_requests=args.max_requests,
+        seed=args.seed or 0,
+    )
+    if context_length:
+        return fit_trace(args.trace, args.trace_format, opts, context_length)
+    return load_trace(args.trace, args.trace_format, opts)
+
+
+def run_args(p: argparse.ArgumentParser, endpoint_required: bool = True) -> None:
     """The flags of a run against an endpoint; `endpoint_required=False` leaves --url and
     --tokenizer to the command (verify --check needs neither)."""
-    p.add_argument("--url", required=endpoint_required,
-                   help="base URL of an OpenAI-compatible server")  # fmt: skip
+    url_arg(p, endpoint_required)
     p.add_argument("--tokenizer", required=endpoint_required,
                    help="model dir or tokenizer.json (offline)")  # fmt: skip
-    p.add_argument("--model", help="model name to request (default: first of /v1/models)")
+    model_arg(p)
     p.add_argument("--api", choices=("completions", "chat"), default="completions")
     p.add_argument("--send-text", action="store_true", help="send decoded text, not token ids")
     p.add_argument("--no-flush", action="store_true")
-    p.add_argument("--no-ignore-eos", action="store_true")
-    p.add_argument("--page-size", type=int, default=1)
+    ignore_eos_arg(p, True)
+    add_page_size_arg(p, 1)
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests sent first")
-    p.add_argument("--api-key")
-    add_slo_args(p, slo_default)
-    p.add_argument("--hardware", help="hardware under test, e.g. MI355X (sets $/GPU-h)")
-    p.add_argument("--gpus", type=int, help="GPUs serving the endpoint (default: a node)")
+    api_key_arg(p)
+    add_slo_args(p)
+    add_hardware_args(p, None, None)
     p.add_argument("--price", type=float, help="$ per GPU-hour (default: hardware table)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("-o", "--out", default="bench-results", help="output directory")
@@ -57,27 +180,8 @@ def run_args(
         help="largest relative disagreement of token counts before a run fails",
     )
     p.add_argument("--calibration", help="the client's ceiling (bench calibrate's JSON)")
-    p.add_argument(
-        "--processes",
-        type=int,
-        help="load worker processes sharing one clock (default 1; bench verify: as many as "
-        "the claim's rate needs by --calibration)",
-    )
-
-
-def slo_from_args(args):
-    """The whole SLO the run flags state (metrics.Slo): each limit is both the run's percentile
-    gate and the per-request goodput limit."""
-    from sglang_mx.measure.metrics import Slo
-
-    return Slo(
-        ttft_p95_s=args.slo,
-        ttft_s=args.slo,
-        tpot_s=args.slo_tpot,
-        itl_s=args.slo_itl,
-        e2e_s=args.slo_e2e,
-        percentile=args.slo_percentile,
-    )
+    processes_arg(p)
+    fit_context_arg(p)
 
 
 def cost_inputs(args) -> tuple[int, float, str | None, str]:
@@ -106,9 +210,12 @@ def run_config(args):
     from sglang_mx.bench.load.limits import BenchError
     from sglang_mx.bench.run.runner import RunConfig
 
-    processes = getattr(args, "processes", None)
-    processes = 1 if processes is None else processes
-    if processes < 1 or processes > MAX_PROCESSES:
+    counts = getattr(args, "processes", None) or (1,)
+    if len(counts) > 1:
+        raise BenchError(f"--processes {args.processes}: one count for a run (calibrate climbs "
+                         "several)")  # fmt: skip
+    processes = counts[0]
+    if processes > MAX_PROCESSES:
         raise BenchError(f"--processes {processes}: 1 to {MAX_PROCESSES}")
     calibration = None
     if getattr(args, "calibration", None):
@@ -125,7 +232,7 @@ def run_config(args):
         api=args.api,
         send_ids=not args.send_text,
         flush=not args.no_flush,
-        ignore_eos=not args.no_ignore_eos,
+        ignore_eos=args.ignore_eos,
         page_size=args.page_size,
         progress=not args.no_progress,
         warmup=args.warmup,

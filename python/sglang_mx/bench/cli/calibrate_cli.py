@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -15,11 +16,11 @@ def _cmd(args) -> int:
     from sglang_mx.measure.stamp import stamp
 
     url = args.url.rstrip("/")
-    counts = process_counts(args.processes)
+    counts = climb_counts(args.processes)
     fetch_limits(url)  # an unreachable server is one line, exit 2
     if args.with_sglang:
         return _cmd_side_by_side(args, url, counts, tokenizer_dir(args.with_sglang))
-    out = calibrate(url, args.output_len, args.start_rate, args.max_rate, args.step_s)
+    out = calibrate(url, output_len(args), args.start_rate, args.max_rate, args.step_s)
     out = with_processes(out, counts, lambda n: _climb(args, url, n))
     if out["ceiling"] is None:
         raise BenchError(
@@ -43,20 +44,28 @@ def tokenizer_dir(text: str) -> str:
     return str(path.resolve())
 
 
-def process_counts(text: str) -> list[int]:
+def climb_counts(counts: tuple[int, ...] | None) -> list[int]:
+    """--processes as the counts to climb with: 1 (the ceiling) among them."""
     from sglang_mx.bench.load.limits import BenchError
 
-    try:
-        counts = [int(x) for x in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1 or 1 not in counts:
-        raise BenchError(f"--processes {text!r}: counts like 1,2,4 (1 included: the ceiling)")
+    counts = counts or (1,)
+    if 1 not in counts:
+        raise BenchError(f"--processes {','.join(map(str, counts))}: counts like 1,2,4 (1 "
+                         "included: the ceiling)")  # fmt: skip
     return sorted(set(counts))
 
 
+def output_len(args) -> int:
+    """--output-len as the one length every calibration request streams."""
+    from sglang_mx.bench.load.limits import BenchError
+
+    if args.output_len.kind != "fixed":
+        raise BenchError("--output-len: calibrate streams one length, give N")
+    return args.output_len.value
+
+
 def _climb(args, url: str, processes: int) -> dict:
-    return calibrate(url, args.output_len, args.start_rate, args.max_rate, args.step_s, processes)
+    return calibrate(url, output_len(args), args.start_rate, args.max_rate, args.step_s, processes)
 
 
 def ceilings(out: dict) -> str:
@@ -76,7 +85,7 @@ def _cmd_side_by_side(args, url: str, counts: list[int], tokenizer: str) -> int:
         rates.append(rate)
         rate *= 2
     work = Path(args.out).resolve().parent / "calibrate-sglang"
-    out = calibrate_peer.side_by_side(url, tokenizer, rates, args.output_len, args.step_s, work)
+    out = calibrate_peer.side_by_side(url, tokenizer, rates, output_len(args), args.step_s, work)
     out = with_processes(out, counts, lambda n: _climb(args, url, n))
     client = "sglang-mx bench runner and python -m sglang.benchmark.serving"
     out["stamp"] = stamp(None, {"url": url, "client": client})
@@ -88,12 +97,16 @@ def _cmd_side_by_side(args, url: str, counts: list[int], tokenizer: str) -> int:
     return 0
 
 
-def register(verbs) -> None:
-    from sglang_mx.bench.cli.args import one_line_errors
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from sglang_mx.bench.cli.args import processes_arg, url_arg
+    from sglang_mx.capacity.flags import add_length_arg
+    from sglang_mx.capacity.workload import LengthDist
 
-    p = verbs.add_parser("calibrate", help="the load generator's ceiling against a null server")
-    p.add_argument("--url", required=True, help="a null server (benchmark/null_upstream.py)")
-    p.add_argument("--output-len", type=int, default=32, help="streamed tokens per request")
+    p = subparsers.add_parser(
+        "calibrate", help="the load generator's ceiling against a null server"
+    )
+    url_arg(p)
+    add_length_arg(p, "--output-len", LengthDist("fixed", 32))  # streamed tokens per request
     p.add_argument("--start-rate", type=float, default=25.0)
     p.add_argument("--max-rate", type=float, default=6400.0)
     p.add_argument("--step-s", type=float, default=STEP_S, help="seconds per rate step")
@@ -103,10 +116,6 @@ def register(verbs) -> None:
         help="also step SGLang's own benchmark client (python -m sglang.benchmark.serving) "
         "through the same rates, each right after ours; its prompts from this tokenizer",
     )
-    p.add_argument(
-        "--processes",
-        default="1",
-        help="load worker process counts to climb the ladder with, e.g. 1,2,4 (default 1)",
-    )
+    processes_arg(p)
     p.add_argument("-o", "--out", default="calibration.json")
-    p.set_defaults(func=one_line_errors(_cmd))
+    p.set_defaults(func=_cmd)

@@ -3,6 +3,7 @@ each turn built on the answer the server gave, and print the cached fraction by 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -17,10 +18,7 @@ def _cmd(args) -> int:
     from sglang_mx.bench.load.limits import BenchError
     from sglang_mx.measure.stamp import stamp
 
-    if args.format == "sharegpt":
-        todo = S.from_sharegpt(args.trace, args.max_sessions, args.gap_s)
-    else:
-        todo = S.load_sessions(args.trace, args.max_sessions)
+    todo = S.load_any(args.trace, args.trace_format, args.max_sessions, args.gap_s)
     extra = {"temperature": args.temperature}
     if args.ignore_eos:
         extra["ignore_eos"] = True  # SGLang's and vLLM's extension: every turn its full length
@@ -34,7 +32,7 @@ def _cmd(args) -> int:
         print(f"{row['turn']:>4}  {row['sessions']:>8}  {row['failed']:>6}  {cells[0]:>13}  "
               f"{cells[1]:>15}  {cells[2]:>6}")  # fmt: skip
     out = Path(args.out)
-    config = {"url": url, "trace": str(args.trace), "format": args.format,
+    config = {"url": url, "trace": str(args.trace), "format": args.trace_format,
               "sessions": len(todo), **extra}  # fmt: skip
     rows = [dataclasses.asdict(r) | {"cached_fraction": r.cached_fraction} for r in records]
     out.write_text(json.dumps({"stamp": stamp(None, config), "summary": summ, "turns": rows},
@@ -46,21 +44,30 @@ def _cmd(args) -> int:
     return 0
 
 
-def register(verbs) -> None:
-    from sglang_mx.bench.cli.args import one_line_errors
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from sglang_mx.bench.cli.args import (
+        api_key_arg,
+        ignore_eos_arg,
+        model_arg,
+        trace_format_arg,
+        url_arg,
+    )
+    from sglang_mx.capacity.flags import OldSpelling
 
-    p = verbs.add_parser(
+    p = subparsers.add_parser(
         "sessions", help="replay multi-turn agent sessions (cached fraction by turn)"
     )
     p.add_argument("trace", help="session JSONL (benchmark/traces/agent-sessions-sample.jsonl) or "
-                   "ShareGPT JSON (--format sharegpt)")  # fmt: skip
-    p.add_argument("--url", required=True)
-    p.add_argument("--format", choices=("sessions", "sharegpt"), default="sessions")
-    p.add_argument("--model", help="model name to request (default: first of /v1/models)")
-    p.add_argument("--api-key")
+                   "ShareGPT JSON")  # fmt: skip
+    url_arg(p)
+    trace_format_arg(p)
+    p.add_argument("--format", dest="trace_format", action=OldSpelling, new="--trace-format",
+                   help=argparse.SUPPRESS)  # fmt: skip
+    model_arg(p)
+    api_key_arg(p)
     p.add_argument("--max-sessions", type=int, help="the first N sessions only")
     p.add_argument("--gap-s", type=float, default=0.0, help="ShareGPT: seconds between starts")
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--ignore-eos", action="store_true", help="every turn runs to max_tokens")
+    ignore_eos_arg(p, False)
     p.add_argument("-o", "--out", default="sessions.json")
-    p.set_defaults(func=one_line_errors(_cmd))
+    p.set_defaults(func=_cmd)

@@ -34,6 +34,7 @@ from pathlib import Path
 from sglang_mx.bench.load.limits import BenchError
 
 TOOL_ROLES = ("observation", "tool", "function_response")
+SESSION_FORMATS = ("sessions", "sharegpt")  # --trace-format of `bench sessions`
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,20 @@ def load_sessions(path: str | Path, max_sessions: int | None = None) -> list[Ses
     if not out:
         raise BenchError(f"{path}: no session in the file")
     return out
+
+
+def load_any(path: str | Path, fmt: str = "auto", max_sessions: int | None = None,
+             gap_s: float = 0.0) -> list[Session]:  # fmt: skip
+    """Sessions from `path` in `fmt` (SESSION_FORMATS; auto: ShareGPT when the file is one JSON
+    list, else our session JSONL); `gap_s` spaces ShareGPT's session starts."""
+    if fmt == "auto":
+        with open(path) as f:
+            fmt = "sharegpt" if f.read(4096).lstrip().startswith("[") else "sessions"
+    if fmt == "sharegpt":
+        return from_sharegpt(path, max_sessions, gap_s)
+    if fmt == "sessions":
+        return load_sessions(path, max_sessions)
+    raise BenchError(f"--trace-format {fmt}: sessions reads auto, {', '.join(SESSION_FORMATS)}")
 
 
 def from_sharegpt(path: str | Path, max_sessions: int | None = None, gap_s: float = 0.0,

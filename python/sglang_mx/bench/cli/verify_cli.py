@@ -7,6 +7,7 @@ claim, an unreachable server, a workload that does not fit; one line per problem
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -16,19 +17,7 @@ from pathlib import Path
 from sglang_mx.bench.claims.verdict import Verdict, decide
 from sglang_mx.bench.load.limits import BenchError
 from sglang_mx.bench.run.task_eval import TASKS
-from sglang_mx.measure.metrics import Slo
 from sglang_mx.measure.summary import is_figure
-
-
-def _target_context(args, limits) -> int | None:
-    """The context --fit-context scales into: its own value, else the server's."""
-    if args.fit_context is None:
-        return None
-    if args.fit_context > 0:
-        return min(args.fit_context, limits.context_length or args.fit_context)
-    if not limits.context_length:
-        raise BenchError("the server does not state its context length; give --fit-context N")
-    return limits.context_length
 
 
 def _lengths(spec) -> str:
@@ -37,11 +26,12 @@ def _lengths(spec) -> str:
 
 def build_trace(claim, args, limits):
     """The claim's trace, and what was changed to run it here ({} when nothing was)."""
+    from sglang_mx.bench.cli.args import target_context
     from sglang_mx.bench.load.limits import fit_to_context
     from sglang_mx.bench.load.traceio import TraceOptions, fit_trace, load_trace
     from sglang_mx.measure.tracegen import generate
 
-    ctx, changes = _target_context(args, limits), []
+    ctx, changes = target_context(args, limits), []
     if claim.trace_path is not None:
         fmt = claim.raw["workload"].get("trace_format", "auto")
         opts = TraceOptions(max_requests=args.num_requests)
@@ -149,7 +139,7 @@ def load_processes(args, trace, claim, calibration) -> dict:
         else (None, "no --calibration: the need is unknown (bench calibrate measures it)")
     )  # fmt: skip
     if args.processes is not None:
-        use, why = args.processes, "--processes"
+        use, why = args.processes[0], "--processes"
     else:
         use, why = min(need or 1, cores), ("the need" if need else "the default")
     out = {"offered_req_s": req_s, "offered_tok_s": tok_s, "needed": need, "basis": basis,
@@ -266,31 +256,17 @@ def judge(
     )  # fmt: skip
 
 
-SLO_FLAGS = {  # verify's flag -> the metrics.Slo fields it sets
-    "--slo-ttft": ("slo", ("ttft_p95_s", "ttft_s")),
-    "--slo-tpot": ("slo_tpot", ("tpot_s",)),
-    "--slo-itl": ("slo_itl", ("itl_s",)),
-    "--slo-e2e": ("slo_e2e", ("e2e_s",)),
-    "--slo-percentile": ("slo_percentile", ("percentile",)),
-}
-_SLO_FIELDS = {f.name for f in dataclasses.fields(Slo)}
-if not all(set(fs) <= _SLO_FIELDS for _, fs in SLO_FLAGS.values()):
-    raise ImportError(f"SLO_FLAGS {SLO_FLAGS} name a field Slo lacks ({_SLO_FIELDS})")
-
-
 def verify_slo(claim, args):
     """The SLO a verify run is judged by, and where it came from: the claim's, with each --slo*
     flag given on the command line taking the place of the claim's value (no flag is accepted
     and ignored; issue 43). The source text goes into the verdict."""
-    slo, given = claim.slo(), []
-    for flag, (dest, fields) in SLO_FLAGS.items():
-        value = getattr(args, dest, None)
-        if value is None:
-            continue
-        if flag != "--slo-percentile" and not value > 0:
-            raise BenchError(f"{flag} {value}: a limit in seconds must be > 0")
-        slo = dataclasses.replace(slo, **{f: value for f in fields})
-        given.append(f"{flag} {value:g}")
+    from sglang_mx.measure.run_flags import slo_flags_given, slo_from_args
+
+    try:
+        slo = slo_from_args(args, claim.slo())
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    given = slo_flags_given(args)
     if not given:
         return slo, f"the claim's ({slo.describe()})"
     return slo, f"the command line's over the claim's: {', '.join(given)} ({slo.describe()})"
@@ -489,10 +465,11 @@ AGREEMENT_FLAGS = (  # bench/run/agreement.py
 )  # fmt: skip
 
 
-def register(verbs) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     from sglang_mx.bench.cli.args import one_line_errors, run_args
+    from sglang_mx.capacity.flags import add_requests_args
 
-    p = verbs.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95%% CI)")
+    p = subparsers.add_parser("verify", help="a claim file in, a verdict out (N repeats, 95%% CI)")
     p.add_argument("claim", help="claim file (YAML or JSON; benchmark/claims/)")
     p.add_argument(
         "--check",
@@ -501,7 +478,7 @@ def register(verbs) -> None:
         "leaves unstated (no endpoint; writes check.json)",
     )
     # --url/--tokenizer: required to run, not to --check (cmd_verify says which is missing)
-    run_args(p, slo_default=None, endpoint_required=False)
+    run_args(p, endpoint_required=False)
     p.add_argument("--repeats", type=int, default=3, help="runs of the workload (default 3)")
     p.add_argument(
         "--tolerance",
@@ -509,19 +486,9 @@ def register(verbs) -> None:
         help="share the measured figure may fall short of the claim (default: the "
         "claim's, else 0.10)",
     )
-    p.add_argument("--num-requests", type=int, help="fewer requests than the claim (says so)")
+    add_requests_args(p, seed=False)  # a claim's trace is its own
     for flag, options in AGREEMENT_FLAGS:
         p.add_argument(flag, **options)
-    p.add_argument(
-        "--fit-context",
-        type=int,
-        nargs="?",
-        const=0,
-        default=None,
-        metavar="N",
-        help="scale lengths into the server's context (or N tokens); the verdict "
-        "says the workload was scaled",
-    )
     p.set_defaults(func=one_line_errors(cmd_verify))
     RUN_FLAGS[:] = [
         (a.option_strings[-1], a.dest, a.default)

@@ -195,7 +195,6 @@ def forward(model, ids: torch.Tensor, st: LongSettings):
             h, c = layer_body(layer, h, cos, sin, ind, st, scale)
         kl = kl + c
     logits = model.lm_head(model.model.norm(h))
-    layers = cfg.num_hidden_layers if st.shared_kl else len(
-        [x for x in model.model.layers[: cfg.num_hidden_layers] if x.self_attn.indexer is not None]
-    )
+    owners = sum(x.self_attn.indexer is not None for x in model.model.layers)
+    layers = cfg.num_hidden_layers if st.shared_kl else owners
     return logits, kl / (ids.numel() * layers)

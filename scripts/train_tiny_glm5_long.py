@@ -1,0 +1,187 @@
+"""Extend the bundled tiny GLM-5 model past its 512 trained positions (issue 59): YaRN RoPE as
+SGLang serves it, and DeepSeek-V3.2's two-stage indexer training, at lengths this CPU can hold.
+
+Stages (`--stage`), each started from the weights of `--init` and writing weights to `--out`:
+
+- `warmup`: the indexer's dense warm-up. Every weight but the indexers' is frozen, attention is
+  dense, and each indexer learns KL(main attention summed over heads || softmax(index scores))
+  over the causal keys, for its own layer and the "shared" layer that attends through it. Short
+  sequences (2k-4k). DeepSeek-V3.2: lr 1e-3, indexer only.
+- `sparse`: everything trains, attention through the indexer's top-`--topk` (2048) as served,
+  the selection made under no_grad from the indexer's detached inputs. The LM loss moves the main
+  model; the indexer's KL on its selected keys moves only the indexer.
+
+The forward is `long_attention.forward` (query chunks, top-k keys per query, activation
+checkpointing), equal to transformers' forward at short length
+(test/scripts/test_long_trainer.py); the data is `long_data.LongData` (stdlib files with
+references back and a planted key/value recalled 1k-30k tokens later). RoPE: `long_rope`, read
+from SGLang 0.5.23's source. The output directory gets the bf16 weights, config.json (the
+--init config with the YaRN rope_parameters, max_position_embeddings and index_topk set), the
+tokenizer and a small record `long-training.json`; no optimizer state is ever written.
+
+    nice python scripts/train_tiny_glm5_long.py --stage warmup --seq-lens 2048,4096 \
+        --minutes 60 --out build/long-warmup
+    nice python scripts/train_tiny_glm5_long.py --stage sparse --init build/long-warmup \
+        --seq-lens 4096,8192 --minutes 110 --out build/long-sparse
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from long_attention import DENSE, LongSettings, forward
+from long_data import LongData
+from long_rope import yarn_parameters
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+ORIGINAL_POSITIONS = 512  # what the bundled model was trained on
+
+
+def yarn_config(model, max_positions: int, topk: int) -> dict:
+    """Set the YaRN RoPE (factor max_positions / 512), context and index_topk on `model`'s
+    config; returns the rope parameters."""
+    cfg = model.config
+    rope = yarn_parameters(max_positions / ORIGINAL_POSITIONS, ORIGINAL_POSITIONS,
+                           theta=cfg.rope_parameters["rope_theta"])  # fmt: skip
+    cfg.rope_parameters = rope
+    cfg.max_position_embeddings = max_positions
+    cfg.index_topk = topk
+    return rope
+
+
+def indexer_params(model) -> list[torch.nn.Parameter]:
+    return [
+        p
+        for layer in model.model.layers
+        if layer.self_attn.indexer is not None
+        for p in layer.self_attn.indexer.parameters()
+    ]
+
+
+def prepare(model, stage: str) -> list[torch.nn.Parameter]:
+    """Freeze what the stage does not train; the parameters it does."""
+    if stage == "warmup":
+        model.requires_grad_(False)
+        for p in indexer_params(model):
+            p.requires_grad_(True)
+    else:
+        model.requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+# Longest sequence whose chunks' attention graphs all stay alive (about 0.5 GB per layer at 8k).
+KEEP_CHUNKS_UP_TO = 8192
+
+
+def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: bool = False
+             ) -> LongSettings:  # fmt: skip
+    """Warm-up: dense, KL for every layer attending through an indexer (the shared ones too, as
+    the bundled model's own trainer did). Sparse: top-k, KL from the indexer's own layer only
+    (DeepSeek-V3.2 has no shared layers; it halves the KL's cost)."""
+    dense = stage == "warmup"
+    return LongSettings(topk=DENSE if dense else topk, chunk=chunk, indexer_loss=True,
+                        shared_kl=dense, checkpoint_chunks=length > KEEP_CHUNKS_UP_TO,
+                        checkpoint_layers=checkpoint_layers)  # fmt: skip
+
+
+def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
+               kl_weight: float = 1.0) -> dict:  # fmt: skip
+    """One forward + backward + optimizer step on ids [L + 1]; the losses."""
+    logits, kl = forward(model, ids[:-1], st)
+    if stage == "warmup":
+        lm = torch.zeros(())
+        loss = kl
+    else:
+        lm = torch.nn.functional.cross_entropy(logits, ids[1:])
+        loss = lm + kl_weight * kl
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    idx = {id(p) for p in indexer_params(model)}
+    main = [p for p in model.parameters() if p.grad is not None and id(p) not in idx]
+    if main:
+        torch.nn.utils.clip_grad_norm_(main, 1.0)
+    opt.step()
+    return {"lm": lm.item(), "indexer_kl": kl.item()}
+
+
+def save_weights(model, init: Path, out: Path, record: dict) -> None:
+    """bf16 weights, the init's config.json with the long-context keys, the tokenizer."""
+    out.mkdir(parents=True, exist_ok=True)
+    for gate in (getattr(layer.mlp, "gate", None) for layer in model.model.layers):
+        if gate is not None:  # kept fp32, as GLM-5's checkpoints ship it
+            gate.e_score_correction_bias.data = gate.e_score_correction_bias.float()
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    cfg = json.loads((init / "config.json").read_text())
+    for key in ("rope_parameters", "max_position_embeddings", "index_topk"):
+        cfg[key] = getattr(model.config, key)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    for name in TOKENIZER_FILES:
+        if (init / name).exists():
+            shutil.copy2(init / name, out / name)
+    (out / "long-training.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("--stage", choices=("warmup", "sparse"), required=True)
+    ap.add_argument("--init", type=Path, default=None, help="default: the bundled glm5-bf16")
+    ap.add_argument("--out", type=Path, required=True, help="weights directory to write")
+    ap.add_argument("--seq-lens", default="4096,8192", help="cycled per step")
+    ap.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget")
+    ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument("--lr", type=float, default=None, help="default: 1e-3 warmup, 3e-4 sparse")
+    ap.add_argument("--topk", type=int, default=2048)
+    ap.add_argument("--max-positions", type=int, default=32768, help="YaRN target length")
+    ap.add_argument("--chunk", type=int, default=512, help="queries per attention chunk")
+    ap.add_argument("--checkpoint-layers", action="store_true")
+    ap.add_argument("--kl-weight", type=float, default=1.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
+    from sglang_mx.assets import bundled_model_path
+    from tiny_common import load_eager
+    from transformers import AutoTokenizer
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    init = args.init or Path(bundled_model_path("glm5-bf16"))
+    model = load_eager(str(init)).train()
+    yarn_config(model, args.max_positions, args.topk)
+    params = prepare(model, args.stage)
+    lr = args.lr or (1e-3 if args.stage == "warmup" else 3e-4)
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed)
+    lens = [int(n) for n in args.seq_lens.split(",")]
+    budget, start, step = args.minutes * 60.0, time.monotonic(), 0
+    while time.monotonic() - start < budget and step < (args.max_steps or 1 << 62):
+        frac = (time.monotonic() - start) / budget
+        for group in opt.param_groups:
+            group["lr"] = lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * frac))
+        sample = data.sample(step, lens[step % len(lens)])
+        st = settings(args.stage, args.topk, args.chunk, len(sample.ids) - 1,
+                      args.checkpoint_layers)  # fmt: skip
+        losses = train_step(model, opt, sample.ids, st, args.stage, args.kl_weight)
+        step += 1
+        print(f"step {step} len {len(sample.ids) - 1} {losses} "
+              f"t {time.monotonic() - start:.0f}s", flush=True)  # fmt: skip
+    record = {"stage": args.stage, "steps": step, "seconds": round(time.monotonic() - start),
+              "seq_lens": lens, "lr": lr, "topk": args.topk, "chunk": args.chunk,
+              "rope_parameters": model.config.rope_parameters, "init": str(init),
+              "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    save_weights(model.eval(), init, args.out, record)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The long-context trainer (scripts/train_tiny_glm5_long.py) computes what is served: its chunked,
+sparse forward (scripts/long_attention.py) gives transformers' GlmMoeDsaForCausalLM logits (eager,
+indexer active, top-k below the length so keys are dropped) and gradients on the bundled model,
+fails on planted bugs, applies SGLang's own YaRN tables, and reads seeded long data whose held-out
+split shares no file with training.
+
+The baseline is the transformers forward the evaluators use (another implementation: full L x L
+masked attention, the indexer's own top-k), and SGLang's DeepseekScalingRotaryEmbedding."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import long_attention as la  # noqa: E402
+from long_rope import cos_sin, softmax_scale, yarn_parameters  # noqa: E402
+from sglang_mx.assets import bundled_model_path  # noqa: E402
+from sglang_mx_lab.testing import dsa_reference as dsa  # noqa: E402
+from sglang_mx_lab.testing.corpus import held_out_ids  # noqa: E402
+
+BF16 = bundled_model_path("glm5-bf16")
+LENGTH, TOPK, CHUNK = 512, 64, 128  # every chunk past top-k: most queries drop keys
+GRAD_LENGTH = 256  # the gradient check backpropagates through both forwards
+# float32 on both sides, same weights; only the summation order of matmuls differs (measured
+# max |diff| ~4e-5 on logits of magnitude ~20). A wrong key anywhere moves logits by > 1e-2.
+TOL = 1e-3
+YARN = yarn_parameters(factor=64, original=512)
+
+
+def load(rope: dict | None = None):
+    from transformers import GlmMoeDsaConfig, GlmMoeDsaForCausalLM
+
+    cfg = GlmMoeDsaConfig.from_pretrained(BF16)
+    if rope is not None:
+        cfg.rope_parameters, cfg.max_position_embeddings = dict(rope), 32768
+    model = GlmMoeDsaForCausalLM.from_pretrained(
+        BF16, config=cfg, dtype=torch.float32, attn_implementation="eager"
+    )
+    dsa.set_index_topk(model, TOPK)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def ids() -> torch.Tensor:
+    from transformers import AutoTokenizer
+
+    return held_out_ids(AutoTokenizer.from_pretrained(BF16), LENGTH + 1)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.set_num_threads(2)
+    return load()
+
+
+@pytest.fixture(scope="module")
+def reference(model, ids) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=ids[None, :-1], use_cache=False).logits[0]
+
+
+def shifted_causal_mask(sel, a, b, union_share):
+    """Planted bug: each query also sees the next token."""
+    keys, mask = CHUNK_KEYS(sel, a, b, union_share)
+    pos = torch.arange(b) if keys is None else keys
+    return keys, mask | (pos[None, :] == torch.arange(a, b)[:, None] + 1)
+
+
+def lowest_topk(q, k, w, scale, topk, chunk):
+    """Planted bug: the indexer's k lowest-scored causal keys."""
+    return SELECT(q, k, -w, scale, topk, chunk)
+
+
+CHUNK_KEYS, SELECT = la.chunk_keys, la.select
+PLANTED = {"chunk_keys": shifted_causal_mask, "select": lowest_topk}
+
+
+@pytest.mark.parametrize("bug", [None, "chunk_keys", "select"])
+def test_chunked_sparse_forward_is_the_served_forward(model, ids, reference, bug, monkeypatch):
+    if bug:
+        monkeypatch.setattr(la, bug, PLANTED[bug])
+    with torch.no_grad():
+        logits, _ = la.forward(model, ids[:-1], la.LongSettings(topk=TOPK, chunk=CHUNK))
+    err = float((logits - reference).abs().max())
+    print(f"planted {bug}: max |logit diff| {err:.2e}")
+    if bug is None:
+        assert err < TOL, f"chunked forward off transformers' by {err:.2e} (tolerance {TOL})"
+    else:
+        assert err > 10 * TOL, f"planted {bug} bug went unnoticed (max diff {err:.2e})"
+
+
+def test_gradients_through_checkpointed_chunks_match(model, ids):
+    """LM-loss gradients (chunk checkpointing on) against transformers' autograd."""
+    ids = ids[: GRAD_LENGTH + 1]
+    target = ids[1:]
+    model.zero_grad()
+    ref = model(input_ids=ids[None, :-1], use_cache=False).logits[0]
+    torch.nn.functional.cross_entropy(ref, target).backward()
+    names = ("model.layers.1.self_attn.q_b_proj.weight", "model.layers.3.mlp.experts.down_proj",
+             "model.layers.0.self_attn.kv_b_proj.weight", "model.embed_tokens.weight")  # fmt: skip
+    params = dict(model.named_parameters())
+    want = {n: params[n].grad.clone() for n in names}
+    model.zero_grad()
+    st = la.LongSettings(
+        topk=TOPK, chunk=CHUNK // 2, checkpoint_chunks=True, checkpoint_layers=True
+    )
+    logits, _ = la.forward(model, ids[:-1], st)
+    torch.nn.functional.cross_entropy(logits, target).backward()
+    for n in names:
+        rel = float((params[n].grad - want[n]).norm() / want[n].norm())
+        assert rel < 1e-4, f"{n}: gradient off by {rel:.2e} (relative)"
+    model.zero_grad()
+
+
+def test_indexer_loss_moves_only_the_indexer(model, ids):
+    st = la.LongSettings(topk=TOPK, chunk=CHUNK, indexer_loss=True, shared_kl=False)
+    model.zero_grad()
+    _, kl = la.forward(model, ids[:-1], st)
+    assert float(kl) > 0
+    kl.backward()
+    moved = {n.split(".self_attn.")[-1].split(".")[0] for n, p in model.named_parameters()
+             if p.grad is not None and p.grad.abs().sum() > 0}  # fmt: skip
+    assert moved == {"indexer"}, moved
+    model.zero_grad()
+
+
+def test_yarn_is_sglangs_and_transformers(ids):
+    from sglang.srt.configs.model_config import compute_mla_mscale_scaling
+    from sglang.srt.layers.rotary_embedding.rope_variant import DeepseekScalingRotaryEmbedding
+
+    served = DeepseekScalingRotaryEmbedding(
+        64, 64, 512, 10000, False, 64.0, torch.float32, beta_fast=32, beta_slow=1,
+        mscale=1.0, mscale_all_dim=1.0, device="cpu",
+    )  # fmt: skip
+    cos, sin = cos_sin(YARN, 64, torch.arange(32768))
+    table = served.cos_sin_cache.float()
+    assert torch.allclose(torch.cat([cos, sin], -1), table, atol=1e-6, rtol=0)
+    assert softmax_scale(YARN, 128) == pytest.approx(
+        compute_mla_mscale_scaling(dict(YARN), 128**-0.5)
+    )
+    hf = load(YARN)
+    pos = torch.arange(32768)[None]
+    hf_cos, hf_sin = hf.model.rotary_emb(torch.zeros(1, dtype=torch.float32), pos)
+    assert torch.allclose(hf_cos[0, :, :32], cos, atol=1e-6, rtol=0)
+    assert torch.allclose(hf_sin[0, :, :32], sin, atol=1e-6, rtol=0)
+    assert hf.model.layers[0].self_attn.scaling == pytest.approx(softmax_scale(YARN, 128))
+    # and the whole forward under YaRN
+    with torch.no_grad():
+        want = hf(input_ids=ids[None, :-1], use_cache=False).logits[0]
+        got, _ = la.forward(hf, ids[:-1], la.LongSettings(topk=TOPK, chunk=CHUNK))
+    assert float((got - want).abs().max()) < TOL
+
+
+def test_long_data_is_seeded_split_and_planted():
+    from long_data import LongData
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(BF16)
+    train, again = LongData(tok, "train", seed=3), LongData(tok, "train", seed=3)
+    held = LongData(tok, "held", seed=3)
+    assert not set(train.texts) & set(held.texts)
+    a, b = train.sample(5, 4096), again.sample(5, 4096)
+    assert torch.equal(a.ids, b.ids) and a.ids.numel() == 4097
+    assert not torch.equal(a.ids, held.sample(5, 4096).ids)
+    assert 1024 <= a.gap <= 4096
+    text = tok.decode(a.ids[1:][a.answer])
+    planted = tok.decode(a.ids[-a.gap :][:16])
+    assert " = '" + text in planted, (text, planted)

@@ -105,23 +105,34 @@ async def _asyncpg(url: str, n: int) -> list[float]:
     return out
 
 
-def provider_ledger(url: str, n: int) -> list[float]:
-    """What the provider runs: Ledger.admit_open and Ledger.finish with the generation stats
-    (pg.PgDatabase.call: libpq's prepared statement, text in and out)."""
+def _ledger_requests(ledger, n: int, admit) -> list[float]:
+    """Seconds per request of `admit(rid)` then Ledger.finish with the generation stats (the
+    store's work for one served request); 20 warm-up requests first."""
     from sglang_mx.provider.generations import GenerationStats
-    from sglang_mx.provider.ledger import Ledger
 
-    ledger, out = Ledger(url), []
+    out = []
     for i in range(n + 20):
         rid = uuid.uuid4().hex
         t0 = time.perf_counter()
-        ledger.admit_open((10**9, 10**9, 1), [rid], "k", "m", 0.0001, 1e6, "bench")
+        admit(rid)
         stats = GenerationStats(rid, "completions", False, "stop", "stop", 0, 1.5)
         ledger.finish(rid, "ok", 5, 1, 4, 4.5e-6, stats=stats)
         if i >= 20:
             out.append(time.perf_counter() - t0)
     ledger.db.close()
     return out
+
+
+def provider_ledger(url: str, n: int) -> list[float]:
+    """What the provider runs: Ledger.admit_open and Ledger.finish (pg.PgDatabase.call:
+    libpq's prepared statements, text in and out)."""
+    from sglang_mx.provider.ledger import Ledger
+
+    ledger = Ledger(url)
+    return _ledger_requests(
+        ledger, n, lambda rid: ledger.admit_open((10**9, 10**9, 1), [rid], "k", "m", 0.0001,
+                                                 1e6, "bench"),
+    )  # fmt: skip
 
 
 def _on_uvloop(coro_fn, url: str, n: int) -> list[float]:
@@ -131,25 +142,17 @@ def _on_uvloop(coro_fn, url: str, n: int) -> list[float]:
 
 
 def sqlite_store(tmp: Path, n: int) -> list[float]:
-    """The embedded store's same steps: in-memory limiter, Ledger.open and Ledger.finish with
-    the generation stats."""
-    from sglang_mx.provider.generations import GenerationStats
+    """The embedded store's same steps: in-memory limiter, Ledger.open and Ledger.finish."""
     from sglang_mx.provider.ledger import Ledger
     from sglang_mx.provider.ratelimit import RateLimiter
 
     ledger, limiter = Ledger(tmp / "drivers.sqlite", background_checkpoint=True), RateLimiter()
-    out = []
-    for i in range(n + 20):
-        rid = uuid.uuid4().hex
-        t0 = time.perf_counter()
+
+    def admit(rid: str) -> None:
         limiter.acquire("k", 10**9, 10**9)
         ledger.open([rid], "k", "m", 0.0001, 1e6)
-        stats = GenerationStats(rid, "completions", False, "stop", "stop", 0, 1.5)
-        ledger.finish(rid, "ok", 5, 1, 4, 4.5e-6, stats=stats)
-        if i >= 20:
-            out.append(time.perf_counter() - t0)
-    ledger.db.close()
-    return out
+
+    return _ledger_requests(ledger, n, admit)
 
 
 def drivers(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]:

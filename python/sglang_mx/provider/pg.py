@@ -34,6 +34,7 @@ from psycopg.types.numeric import FloatLoader
 from sglang_mx.provider.errors import StoreUnavailable
 
 CONNECT_TIMEOUT_S = 3
+ROLLBACK_RETRIES = 2  # a request-path call rolled back as a deadlock victim, run again
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)  # server gone, connection closed
 
 
@@ -119,7 +120,19 @@ class PgDatabase:
 
     def call(self, name: str, sql: str, params: tuple) -> list[tuple[str | None, ...]]:
         """One statement (`$n` placeholders) prepared as `name` on first use, run by libpq with
-        the parameters as text (`_text`); its rows as text (None for NULL)."""
+        the parameters as text (`_text`); its rows as text (None for NULL). A statement that
+        PostgreSQL rolled back as a deadlock or serialization victim (SQLSTATE class 40: it
+        changed nothing) is run again, up to ROLLBACK_RETRIES times, before it is a 503."""
+        for attempt in range(ROLLBACK_RETRIES + 1):
+            try:
+                return self._call(name, sql, params)
+            except StoreUnavailable as e:
+                state = getattr(e.__cause__, "sqlstate", None) or ""
+                if attempt == ROLLBACK_RETRIES or not state.startswith("40"):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _call(self, name: str, sql: str, params: tuple) -> list[tuple[str | None, ...]]:
         with self.lock:
             pgconn = self._connection().pgconn
             try:

@@ -58,3 +58,22 @@ def test_a_restarted_server_is_unavailable_once_then_served(pg) -> None:
         assert db.call("one_1", "SELECT $1::int + 1", (2,)) == [("3",)]  # a new connection
     finally:
         db.close()
+
+
+def test_a_rolled_back_call_runs_again(pg) -> None:
+    """A call PostgreSQL fails as a deadlock victim (SQLSTATE 40P01: it changed nothing) is run
+    again, not turned into a 503; one that fails so every time is a 503 after the retries."""
+    url = new_database(pg)
+    db = PgDatabase(url)
+    try:
+        db.executescript(
+            "CREATE SEQUENCE tries; CREATE FUNCTION victim(fail_until INT) RETURNS BIGINT "
+            "LANGUAGE plpgsql AS $$ DECLARE n BIGINT := nextval('tries'); BEGIN "
+            "IF n <= fail_until THEN RAISE EXCEPTION 'planted' USING ERRCODE = '40P01'; END IF; "
+            "RETURN n; END $$;"
+        )
+        assert db.call("victim_1", "SELECT victim($1)", (2,)) == [("3",)]  # 2 rolled back
+        with pytest.raises(StoreUnavailable, match="planted"):
+            db.call("victim_1", "SELECT victim($1)", (100,))
+    finally:
+        db.close()

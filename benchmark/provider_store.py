@@ -9,6 +9,16 @@
 2. Added latency: 1-token /v1/completions, interleaved: direct to the upstream, through one
    provider on SQLite, one on PostgreSQL, and HAProxy in front of two PostgreSQL replicas (the
    load balancer's hop included). "Added" is the median of per-pair differences against direct.
+   Each round sends the four in a shuffled order (seeded): a path's work after its reply (the
+   PostgreSQL settlement, in the provider and in the server) runs during whichever request comes
+   next, and on two cores a fixed order would always charge it to the same neighbour.
+
+3. Idle: one `SELECT 1` round trip after the connection sat idle 0, 3 and 10 ms. Interleaved
+   paths leave each process idle between its requests, and on this box a process woken from
+   idle answers late: the figure says how much of the added latency is waking up, not work.
+
+Each part runs on a cluster of its own, made for it, so that the vacuum and checkpoint work one
+part leaves behind does not run during the next.
    The upstream is benchmark/null_upstream.py (a fixed completion, no model: the provider's own
    work, nothing contending for the cores; not SGLang).
 
@@ -20,6 +30,7 @@ PNG under docs/results/."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -27,6 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -155,6 +167,24 @@ def sqlite_store(tmp: Path, n: int) -> list[float]:
     return _ledger_requests(ledger, n, admit)
 
 
+def idle_round_trip(cluster: pg_local.LocalCluster, n: int = 500) -> dict[str, Any]:
+    import psycopg
+
+    out: dict[str, Any] = {"requests": n}
+    with psycopg.connect(cluster.url, autocommit=True) as c:
+        pg = c.pgconn
+        pg.prepare(b"one", b"SELECT 1")
+        for idle_ms in (0, 3, 10):
+            xs = []
+            for _ in range(n):
+                time.sleep(idle_ms / 1e3)
+                t0 = time.perf_counter()
+                pg.exec_prepared(b"one", [])
+                xs.append(time.perf_counter() - t0)
+            out[f"idle_{idle_ms}_ms"] = summary(xs)
+    return out
+
+
 def drivers(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]:
     from sglang_mx.provider.db import open_database
 
@@ -212,6 +242,8 @@ def added_latency(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str
         direct_body = {"model": model, "prompt": "The quick brown fox", "max_tokens": 1}
         prov_body = dict(direct_body, model="bench/tiny")
         times: dict[str, list[float]] = {"direct": [], **{k: [] for k in paths}}
+        order = ["direct", *paths]
+        shuffle = random.Random(57).shuffle
         with httpx.Client(timeout=60) as c:
             for _ in range(20):  # warm every path
                 timed_post(c, up + "/v1/completions", direct_body, {})
@@ -221,12 +253,17 @@ def added_latency(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str
                     )
             cpu0 = {p.proc.pid: cpu_seconds(p.proc.pid) for p in (p_lite, p_pg, p_pg2, p_pg3)}
             for _ in range(n):
-                times["direct"].append(timed_post(c, up + "/v1/completions", direct_body, {}))
-                for name, (url, key, _) in paths.items():
+                shuffle(order)
+                for name in order:
+                    if name == "direct":
+                        times[name].append(timed_post(c, up + "/v1/completions", direct_body, {}))
+                        continue
+                    url, key, _ = paths[name]
                     h = {"Authorization": f"Bearer {key}"}
                     times[name].append(timed_post(c, url + "/v1/completions", prov_body, h))
             cpu = {pid: cpu_seconds(pid) - t for pid, t in cpu0.items()}
     out: dict[str, Any] = {"requests": n, "upstream": "benchmark/null_upstream.py (not SGLang)",
+                           "order": "shuffled per round (seed 57)",
                            "direct_p50_ms": 1e3 * pct(times["direct"], 50),
                            "direct_p99_ms": 1e3 * pct(times["direct"], 99)}  # fmt: skip
     for name, (_, _, procs) in paths.items():
@@ -272,6 +309,10 @@ def table(result: dict[str, Any]) -> None:
         r = a[name]
         print(f"  {name:32} added p50 {r['added_p50_ms']:.2f} ms  p99 {r['added_p99_ms']:.2f} ms"
               f"  CPU {r['provider_cpu_us_per_request']:.0f} us/req")  # fmt: skip
+    idle = result["idle"]
+    print("SELECT 1 after the connection sat idle: " + ", ".join(
+        f"{k[5:].replace('_', ' ')} p50 {v['p50_us']:.0f} us"
+        for k, v in idle.items() if k.startswith("idle_")))  # fmt: skip
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -305,17 +346,23 @@ def main() -> int:
     p = parser(__doc__, str(out), requests=1000, calls=2000)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="provider-store-"))
+    result = {
+        "meta": run_meta("null upstream (no model)", args),
+        "store": store_versions(),
+        "drivers": on_fresh_cluster(lambda c: drivers(c, tmp, args.calls)),
+        "added": on_fresh_cluster(lambda c: added_latency(c, tmp, args.requests)),
+        "idle": on_fresh_cluster(idle_round_trip),
+    }
+    return finish(result, Path(args.out), table, plot)
+
+
+def on_fresh_cluster(part: Callable[[pg_local.LocalCluster], dict[str, Any]]) -> dict[str, Any]:
+    """Run one part of the benchmark on a throwaway cluster of its own, stopped after it."""
     with ExitStack() as stack:
         cluster = pg_local.create()
         stack.callback(lambda: shutil.rmtree(cluster.root, ignore_errors=True))
         stack.callback(lambda: cluster.stop("fast"))
-        result = {
-            "meta": run_meta("null upstream (no model)", args),
-            "store": store_versions(),
-            "drivers": drivers(cluster, tmp, args.calls),
-            "added": added_latency(cluster, tmp, args.requests),
-        }
-    return finish(result, Path(args.out), table, plot)
+        return part(cluster)
 
 
 if __name__ == "__main__":

@@ -210,7 +210,8 @@ def _kill_under_load(topology, url: str, key: str, db) -> None:
     started: set[int] = set()
     with ThreadPoolExecutor(STREAMS + 1) as pool:
         futures = [pool.submit(stream_chat, url, key, MODEL_ID, p, STREAM_TOKENS,
-                               REQUEST_BOUND_S, lambda n, i=i: started.add(i), STALL_S)
+                               REQUEST_BOUND_S, lambda n, i=i: started.add(i), STALL_S,
+                               count_tokens=True)
                    for i, p in enumerate(prompts)]  # fmt: skip
         on_victim = _kill_when_busy(topology, lambda: len(started) == STREAMS)
         # New requests sent at once, before the router can know the worker is dead: each may be
@@ -242,8 +243,31 @@ def _kill_under_load(topology, url: str, key: str, db) -> None:
     print("after the kill:", [(r["status"], round(r["elapsed"], 1), r["error"]) for r in after])
     assert count(after, 60)["completed"] == FOLLOW_UPS, after
     assert ledger_problems(db, during + just_after + after, STREAM_TOKENS) == []
+    _planted_bills_are_caught(db, during)
     # The killed worker comes back by itself; the supervisor logged the cause.
     supervised = topology["supervised"]
     supervised.wait_healthy(timeout=240)
     assert supervised.sup.restarts >= 1
     assert "server exited (signal SIGKILL)" in supervised.log_path.read_text(errors="replace")
+
+
+def _planted_bills_are_caught(db, during: list[dict]) -> None:
+    """Issue 54, item 5b's plants on this run's own ledger: each failed stream's row rebilled at
+    its client's token count (logprobs) - 3 and + 5, in a copy, must be named; the real rows
+    were within one (checked above)."""
+    import sqlite3
+
+    failed = [r for r in during if r["rid"] and not r["usage"] and r["tokens"] >= 3]
+    assert failed, during
+    billed = {row.id: row.completion_tokens for row in Ledger(db).rows()}
+    print("failed streams, chunks / tokens received / billed:",
+          [(r["chunks"], r["tokens"], billed[r["rid"]]) for r in failed])  # fmt: skip
+    for shift in (-3, 5):
+        planted = db.with_name(f"planted{shift:+d}.sqlite")
+        with sqlite3.connect(db) as src, sqlite3.connect(planted) as conn:
+            src.backup(conn)  # the provider is still up: its WAL pages come too
+            for r in failed:
+                conn.execute("UPDATE ledger SET completion_tokens = ? WHERE id = ?",
+                             (r["tokens"] + shift, r["rid"]))  # fmt: skip
+        named = ledger_problems(planted, failed, STREAM_TOKENS)
+        assert len(named) == len(failed), (shift, named)

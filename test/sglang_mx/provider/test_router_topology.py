@@ -188,7 +188,9 @@ def _kill_when_busy(topology, streaming, min_running: int = 2, timeout_s: float 
 def test_worker_killed_under_load(topology, tmp_path) -> None:
     """Issue 41: a worker killed under concurrent streams. Every stream either completes or
     ends with an OpenAI-shaped error event; none goes STALL_S without content; the follow-ups
-    are served; the ledger holds one settled row per request, billed as its usage said.
+    are served; the ledger holds one settled row per request, billed as its usage said, a failed
+    stream within one token above the tokens its client received (counted by their logprobs;
+    streams.ledger_problems says why one), and the plants -3 and +5 on that count are named.
 
     Through smg round_robin in front of the same two workers, so half the streams are on the
     victim: where cache_aware puts 8 fresh prompts sent at once is smg's business, and on this

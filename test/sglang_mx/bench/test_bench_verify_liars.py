@@ -216,10 +216,11 @@ def test_a_verify_that_measures_half_is_caught(
     """The plant the module docstring names: verify's clock at half speed (half_speed_clock),
     so it measures the honest server 2x low. The server's own bound, read over the very same
     requests, puts it out of [SERVER_LOW, 1], whatever the box's speed did since SGLang's client
-    ran (2026-12-06, two runs: ratio 0.460 and 0.478 planted, 0.942 and 0.958 unplanted). The
-    claims alone need not catch it: the near claim was refuted both times (42.2 and 33.3 tok/s
-    against 58.4 and 54.6), the honest one once inconclusive (39.7 against 40.9). Costs one
-    honest and one near run, about 12 s."""
+    ran (2026-12-06, three runs: ratio 0.439-0.478 planted, 0.901-0.958 unplanted). The claims
+    alone need not catch it: the near claim was refuted in two (42.2 and 33.3 tok/s against 58.4
+    and 54.6) and inconclusive in the third, where SGLang's client had run at a slow moment
+    (39.5 against 33.1); the honest one was never refuted. Costs one honest and one near run,
+    about 12 s."""
     half_speed_clock(monkeypatch)
     figures, failed, _ = honest_and_near(live_server, bundled_tokenizer_dir, sglang_ref, tmp_path,
                                          tries=1)  # fmt: skip

@@ -25,18 +25,23 @@ def stream_chat(
     bound_s: float,
     on_chunk: Callable[[int], None] | None = None,
     stall_s: float | None = None,
+    count_tokens: bool = False,
 ) -> dict[str, Any]:
     """One streamed chat request (ignore_eos, so it runs max_tokens); how it ended and how long
     it took. A request still open after bound_s is cut by the client timeout and counts as
     hung (the timeout bounds each read; the loop bounds the whole stream, within one more read:
     the provider's SSE keep-alive comments keep reads coming while nothing else does). With
     stall_s, a stream with no new content for that long is cut and counts as hung too (slow but
-    moving is not hung). on_chunk(n) is called after the n-th content chunk."""
+    moving is not hung). on_chunk(n) is called after the n-th content chunk. With count_tokens,
+    the request asks for logprobs and `tokens` counts their entries: one per token received
+    (ledger_problems says what it misses)."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens, "stream": True, "ignore_eos": True}  # fmt: skip
+    if count_tokens:
+        body["logprobs"] = True
     t0 = time.monotonic()
     out: dict[str, Any] = {"status": None, "rid": None, "chunks": 0, "usage": None, "error": None,
-                           "stalled": False}  # fmt: skip
+                           "stalled": False, "tokens": 0 if count_tokens else None}  # fmt: skip
     progress = t0
     try:
         with httpx.stream("POST", url + "/v1/chat/completions", json=body,
@@ -63,6 +68,8 @@ def stream_chat(
                         out["usage"] = event["usage"]
                     elif _carries_output(event):
                         out["chunks"] += 1
+                        if count_tokens:
+                            out["tokens"] += _logprob_entries(event)
                         progress = time.monotonic()
                         if on_chunk is not None:
                             on_chunk(out["chunks"])
@@ -82,6 +89,12 @@ def _carries_output(event: dict[str, Any]) -> bool:
                                                            "reasoning", "tool_calls")):  # fmt: skip
             return True
     return False
+
+
+def _logprob_entries(event: dict[str, Any]) -> int:
+    """Tokens a chunk carries by its logprobs (SGLang gives one entry per token, all of a
+    coalesced chunk's steps included)."""
+    return sum(len((c.get("logprobs") or {}).get("content") or ()) for c in event["choices"])
 
 
 def _openai_error(text: str) -> bool:
@@ -116,11 +129,25 @@ def count(results: Iterable[dict[str, Any]], bound_s: float) -> dict[str, int]:
 
 def ledger_problems(db: Path, results: Iterable[dict[str, Any]], max_tokens: int) -> list[str]:
     """Each request with a provider id has exactly one settled ledger row (none pending); a
-    completed one is billed its usage's cost and tokens; a failed one at most max_tokens and at
-    least the content chunks its client received (each carries one token or more: SGLang sends
-    the tokens of several steps as one chunk when its reader is slow, so a chunk count bounds the
-    tokens from below only; the client cannot count them exactly, as the provider keeps the
-    upstream's per-chunk usage to itself)."""
+    completed one is billed its usage's cost and tokens; a failed one at least the content chunks
+    its client received, at most max_tokens, and where the client counted its tokens
+    (stream_chat's count_tokens) within one above that count.
+
+    The provider bills a failed stream the upstream's running usage on the last chunk it relayed
+    (openai_service.OpenAIStreamRelay.chunk keeps each chunk's `usage`, asked for with
+    continuous_usage_stats, and does not pass it on): every token behind what its client was
+    sent, which the client must count for itself. Chunks cannot count it: SGLang 0.5.23
+    coalesces a slow reader's queued steps into one chunk (tokenizer_manager.
+    _coalesce_streaming_chunks; seen through smg as a running count of 1, 2, 3, 5), so they
+    bound it from below only. The logprobs entries count it, coalesced steps included, but for
+    a step whose text is empty (a special token skipped, the bytes of an unfinished UTF-8
+    character held back): SGLang sends no chunk for it and drops its logprobs
+    (serving_chat._generate_stream_content), so the bill is one above the count per such step.
+    Hence within one, not equal; two such steps in one failed stream would fail the check (none
+    in 3840 tokens of 24 streams of the bundled model: docs/results/stream-token-count-cpu.json).
+    --ledger-flush-tokens 1 is beside the point here: it bounds what a provider that dies
+    mid-stream loses (rows settled from its last progress write, test_replicas.py), not what a
+    live relay bills for a failed upstream."""
     from sglang_mx.provider.ledger import Ledger
 
     rows = Ledger(db).rows()
@@ -146,4 +173,9 @@ def ledger_problems(db: Path, results: Iterable[dict[str, Any]], max_tokens: int
         elif row.completion_tokens < r["chunks"]:
             problems.append(f"{r['rid']}: failed, billed {row.completion_tokens} tokens for the "
                             f"{r['chunks']} chunks its client received")  # fmt: skip
+        elif r.get("tokens") is not None and not (
+            r["tokens"] <= row.completion_tokens <= r["tokens"] + 1
+        ):
+            problems.append(f"{r['rid']}: failed, billed {row.completion_tokens} tokens for the "
+                            f"{r['tokens']} its client received (its logprobs)")  # fmt: skip
     return problems

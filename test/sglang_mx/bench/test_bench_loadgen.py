@@ -133,6 +133,35 @@ def test_two_processes_send_on_one_clock_and_keep_each_session_in_order(null_url
     # the merged timeline interleaves the workers' sends, as one clock would
     starts = sorted((r.start, r.worker) for r in res.results if r.request_id.endswith("t0"))
     assert [w for _, w in starts[:4]] == [0, 1, 0, 1]
+    # no send before its time, the minimum held to the clocks' bound (the plant: below)
+    print(f"schedule lag min {check['schedule_lag_s']['min'] * 1e3:.2f} ms")
+    assert check["schedule_lag_s"]["min"] >= -EARLY_LIMIT_S and check["early_sends"] == 0, check
+
+
+def test_a_worker_that_starts_early_is_flagged(null_url, monkeypatch):
+    """Issue 54, item 4's plant, on the run above: worker 1 wakes for each request EARLY_S
+    before it is due (loadgen_plants.early_worker, in its spawned process). Its sessions' turns
+    go up to 0.2 s early; the merged record's minimum schedule lag falls below -EARLY_LIMIT_S
+    and the self-check flags the run (2026-12-06: min -199.2 to -199.7 ms, 18 of 36 early, all
+    of worker 1's; unplanted, min +0.01 ms and none). About 1.3 s."""
+    from loadgen_plants import EARLY_S, EARLY_WORKER, early_worker
+    from sglang_mx.bench.load import loadgen
+
+    monkeypatch.setattr(loadgen, "_worker", early_worker)
+    trace = _session_trace(sessions=12, turns=3, rate=20.0)
+    res = run_trace(trace, {r.id: [1] * 8 for r in trace.requests}, _config(null_url, 2))
+    assert all(r.ok for r in res.results), res.warnings
+    check, lags = res.summary["selfcheck"], {r.request_id: r.lag for r in res.results}
+    early = {r.request_id for r in res.results if r.lag < -EARLY_LIMIT_S}
+    mine = {r.request_id for r in res.results if r.worker == EARLY_WORKER}
+    print(f"planted: schedule lag min {check['schedule_lag_s']['min'] * 1e3:.1f} ms, "
+          f"{check['early_sends']} of {len(lags)} early")  # fmt: skip
+    # its first turns at least (a later turn goes early too when its previous one ended before
+    # it was due), and none of the other worker's
+    assert {i for i in mine if i.endswith("t0")} <= early <= mine, (early, lags)
+    assert -EARLY_S - 0.01 <= check["schedule_lag_s"]["min"] < -EARLY_LIMIT_S, check
+    assert check["early_sends"] == len(early) and check["client_bound"], check
+    assert any("sent early" in r for r in check["reasons"]), check["reasons"]
 
 
 def test_a_failing_worker_is_one_error_naming_it_not_a_hang(null_url):

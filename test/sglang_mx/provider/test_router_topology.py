@@ -188,7 +188,9 @@ def _kill_when_busy(topology, streaming, min_running: int = 2, timeout_s: float 
 def test_worker_killed_under_load(topology, tmp_path) -> None:
     """Issue 41: a worker killed under concurrent streams. Every stream either completes or
     ends with an OpenAI-shaped error event; none goes STALL_S without content; the follow-ups
-    are served; the ledger holds one settled row per request, billed as its usage said.
+    are served; the ledger holds one settled row per request, billed as its usage said, a failed
+    stream within one token above the tokens its client received (counted by their logprobs;
+    streams.ledger_problems says why one), and the plants -3 and +5 on that count are named.
 
     Through smg round_robin in front of the same two workers, so half the streams are on the
     victim: where cache_aware puts 8 fresh prompts sent at once is smg's business, and on this
@@ -210,7 +212,8 @@ def _kill_under_load(topology, url: str, key: str, db) -> None:
     started: set[int] = set()
     with ThreadPoolExecutor(STREAMS + 1) as pool:
         futures = [pool.submit(stream_chat, url, key, MODEL_ID, p, STREAM_TOKENS,
-                               REQUEST_BOUND_S, lambda n, i=i: started.add(i), STALL_S)
+                               REQUEST_BOUND_S, lambda n, i=i: started.add(i), STALL_S,
+                               count_tokens=True)
                    for i, p in enumerate(prompts)]  # fmt: skip
         on_victim = _kill_when_busy(topology, lambda: len(started) == STREAMS)
         # New requests sent at once, before the router can know the worker is dead: each may be
@@ -242,8 +245,31 @@ def _kill_under_load(topology, url: str, key: str, db) -> None:
     print("after the kill:", [(r["status"], round(r["elapsed"], 1), r["error"]) for r in after])
     assert count(after, 60)["completed"] == FOLLOW_UPS, after
     assert ledger_problems(db, during + just_after + after, STREAM_TOKENS) == []
+    _planted_bills_are_caught(db, during)
     # The killed worker comes back by itself; the supervisor logged the cause.
     supervised = topology["supervised"]
     supervised.wait_healthy(timeout=240)
     assert supervised.sup.restarts >= 1
     assert "server exited (signal SIGKILL)" in supervised.log_path.read_text(errors="replace")
+
+
+def _planted_bills_are_caught(db, during: list[dict]) -> None:
+    """Issue 54, item 5b's plants on this run's own ledger: each failed stream's row rebilled at
+    its client's token count (logprobs) - 3 and + 5, in a copy, must be named; the real rows
+    were within one (checked above)."""
+    import sqlite3
+
+    failed = [r for r in during if r["rid"] and not r["usage"] and r["tokens"] >= 3]
+    assert failed, during
+    billed = {row.id: row.completion_tokens for row in Ledger(db).rows()}
+    print("failed streams, chunks / tokens received / billed:",
+          [(r["chunks"], r["tokens"], billed[r["rid"]]) for r in failed])  # fmt: skip
+    for shift in (-3, 5):
+        planted = db.with_name(f"planted{shift:+d}.sqlite")
+        with sqlite3.connect(db) as src, sqlite3.connect(planted) as conn:
+            src.backup(conn)  # the provider is still up: its WAL pages come too
+            for r in failed:
+                conn.execute("UPDATE ledger SET completion_tokens = ? WHERE id = ?",
+                             (r["tokens"] + shift, r["rid"]))  # fmt: skip
+        named = ledger_problems(planted, failed, STREAM_TOKENS)
+        assert len(named) == len(failed), (shift, named)

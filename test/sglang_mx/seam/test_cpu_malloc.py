@@ -73,25 +73,18 @@ def test_serve_refuses_an_unknown_allocator_in_one_line(monkeypatch, capsys):
     assert err.count("\n") == 1 and "SGLANG_MX_MALLOC must be auto, jemalloc or glibc" in err
 
 
-@pytest.mark.server
-def test_a_served_scheduler_has_jemalloc_mapped(tmp_path):
-    """`sglang-mx serve` started for real on the bundled MXFP4 model: its scheduler process (the
-    one whose resident memory climbed on glibc) has libjemalloc mapped, read from its
-    /proc/PID/maps; the test waits only until that process exists, then stops the server."""
+def served_scheduler_maps(env: dict[str, str], tmp_path) -> tuple[str, str]:
+    """`sglang-mx serve` started for real on the bundled MXFP4 model with `env`: its scheduler
+    process's /proc/PID/maps and the serve log, read as soon as that process exists (the server
+    is stopped then, before it loads the model)."""
     import signal
     import time
     from pathlib import Path
 
     import psutil
     from sglang_mx.assets import bundled_model_path
-    from sglang_mx.env import ENV
     from sglang_mx_lab.testing.server import free_port
 
-    if not ENV.platform_wanted():
-        pytest.skip("a GPU is visible: serve leaves the allocator alone")
-    lib = _installed()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "MALLOC_MMAP_THRESHOLD_", "SGLANG_MX_MALLOC")}  # fmt: skip
     cli = str(Path(sys.executable).parent / "sglang-mx")
     cmd = [cli, "serve", "--model-path", str(bundled_model_path("mxfp4")), "--host",
            "127.0.0.1", "--port", str(free_port())]  # fmt: skip
@@ -117,5 +110,38 @@ def test_a_served_scheduler_has_jemalloc_mapped(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert f"CPU allocator: jemalloc ({lib})" in (tmp_path / "serve.log").read_text()
-    assert os.path.realpath(lib) in maps, "the served scheduler has no libjemalloc mapped"
+    return maps, (tmp_path / "serve.log").read_text()
+
+
+def jemalloc_problem(maps: str, lib: str) -> str | None:
+    """What is wrong with a served scheduler's /proc/PID/maps (None: `lib` is mapped)."""
+    if os.path.realpath(lib) not in maps:
+        return "the served scheduler has no libjemalloc mapped"
+    return None
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("malloc", ["auto", "glibc"], ids=["served", "planted-glibc"])
+def test_a_served_scheduler_has_jemalloc_mapped(tmp_path, malloc):
+    """`sglang-mx serve` started for real: its scheduler process (the one whose resident memory
+    climbed on glibc) has libjemalloc mapped, read from the kernel's /proc/PID/maps. The plant
+    (SGLANG_MX_MALLOC=glibc, the switch that turns the preload off) serves the same model with
+    no preload: the check fails on it, so it reads what the process really mapped (2026-12-06:
+    no libjemalloc in the planted scheduler's maps; each start 24-40 s on the 2-core box)."""
+    from sglang_mx.env import ENV
+
+    if not ENV.platform_wanted():
+        pytest.skip("a GPU is visible: serve leaves the allocator alone")
+    lib = _installed()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "MALLOC_MMAP_THRESHOLD_", "SGLANG_MX_MALLOC")}  # fmt: skip
+    if malloc != "auto":
+        env["SGLANG_MX_MALLOC"] = malloc
+    maps, log = served_scheduler_maps(env, tmp_path)
+    problem = jemalloc_problem(maps, lib)
+    if malloc == "auto":
+        assert f"CPU allocator: jemalloc ({lib})" in log, log[-2000:]
+        assert problem is None, problem
+    else:
+        assert "CPU allocator: glibc" in log, log[-2000:]
+        assert problem is not None and "libjemalloc" not in maps, problem

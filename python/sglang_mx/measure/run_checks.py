@@ -9,16 +9,16 @@ always held, so committed results read back unchanged."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 
 
 def _plain(record) -> dict:
-    """A record's fields as JSON: tuples as lists, nested records by their to_dict."""
+    """A record's fields as JSON: tuples as lists, nested records the same way."""
     out = {}
     for f in fields(record):
         value = getattr(record, f.name)
-        if hasattr(value, "to_dict"):
-            value = value.to_dict()
+        if is_dataclass(value):
+            value = _plain(value)
         out[f.name] = list(value) if isinstance(value, tuple) else value
     return out
 
@@ -56,9 +56,6 @@ class Lag:
     p99: float
     max: float
     n: int
-
-    def to_dict(self) -> dict:
-        return _plain(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -76,18 +76,11 @@ def sglang_command(
     )  # fmt: skip
 
 
-def ours_summary(summary: dict) -> dict:
-    """Our run summary in the same keys as read_sglang_result."""
-    return {
-        "completed": summary["completed"],
-        "output_tokens": summary["output_tokens"],
-        "duration_s": summary["duration_s"],
-        "request_throughput": summary["request_throughput"],
-        "output_tok_s": summary["output_tok_s"],
-        "ttft_p50_s": summary["ttft_s"]["p50"],
-        "itl_p50_s": summary["itl_s"]["p50"],
-        "tpot_p50_s": summary["tpot_s"]["p50"],
-    }
+def ours_summary(summary) -> dict:
+    """Our run summary (a RunSummary) in the same keys as read_sglang_result."""
+    same = ("completed", "output_tokens", "duration_s", "request_throughput", "output_tok_s")
+    medians = {f"{d}_p50_s": getattr(summary, f"{d}_s").p50 for d in ("ttft", "itl", "tpot")}
+    return {k: getattr(summary, k) for k in same} | medians
 
 
 def run_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> dict:

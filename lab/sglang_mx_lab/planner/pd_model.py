@@ -61,7 +61,7 @@ class PdModel:
         )
 
     def point(self, trace) -> dict:
-        return summarize(self.run(trace).request_results(self.frontend_s))
+        return summarize(self.run(trace).request_results(self.frontend_s)).to_dict()
 
     def run(self, trace):
         return simulate(

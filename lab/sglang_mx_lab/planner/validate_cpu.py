@@ -59,7 +59,7 @@ def measure_point(spec, cfg: RunConfig, tokens, slo_s: float) -> dict:
     """One sweep point's run summary, held to TTFT p95 <= slo_s."""
     trace = generate(spec)
     slo = Slo(ttft_p95_s=slo_s, ttft_s=slo_s)
-    return run_trace(trace, materialize(trace, tokens), cfg, tokens, slo).summary
+    return run_trace(trace, materialize(trace, tokens), cfg, tokens, slo).summary.to_dict()
 
 
 def sweep_rates(rates: list[float], spec: WorkloadSpec, measure) -> list[dict]:
@@ -116,7 +116,7 @@ def predict(spec: WorkloadSpec, rates, sched: SchedulerConfig, cal) -> list[dict
     out = []
     for rate, point in zip(rates, sweep_specs(spec, "rate", rates), strict=True):
         res = simulate(generate(point), build_groups(sched, cal.cost))
-        out.append({"x": rate, "summary": summarize(res.request_results(cal.frontend_s))})
+        out.append({"x": rate, "summary": summarize(res.request_results(cal.frontend_s)).to_dict()})
     return out
 
 

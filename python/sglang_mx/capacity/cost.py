@@ -24,19 +24,19 @@ def usd_per_million(price_per_gpu_hour: float, gpus: int, tok_s: float) -> float
 
 
 def cost_report(
-    summary: dict,
+    summary,
     price_per_gpu_hour: float,
     gpus: int,
     nodes: int = 1,
     prices: PriceSheet | None = None,
     price_source: str = "",
 ) -> dict:
-    """Cost figures of one run summary (see metrics.summarize) on `gpus` GPUs over `nodes`.
+    """Cost figures of one run summary (measure/summary.py's RunSummary, read by attribute:
+    capacity stands below measure) on `gpus` GPUs over `nodes`.
     Goodput per dollar counts only the output tokens of requests that met every SLO;
     `price_source` (where $/GPU-h came from) is carried into the report beside it."""
-    out_s, total_s = summary["output_tok_s"], summary["total_tok_s"]
-    input_s = summary["input_tok_s"]
-    hit = summary.get("hit_rate") or 0.0
+    out_s, total_s, input_s = summary.output_tok_s, summary.total_tok_s, summary.input_tok_s
+    hit = summary.hit_rate or 0.0
     cached_s = input_s * hit
     node_hour = price_per_gpu_hour * gpus
     report = {
@@ -54,14 +54,14 @@ def cost_report(
         "output_tokens_per_usd": out_s * 3600.0 / node_hour if node_hour else math.inf,
         "price_source": price_source,
     }
-    good_s = summary.get("goodput_output_tok_s")
+    good_s = summary.goodput_output_tok_s
     if good_s is not None:
         report["goodput_output_tokens_per_usd"] = (
             good_s * 3600.0 / node_hour if node_hour else math.inf
         )
         report["usd_per_m_goodput_output"] = usd_per_million(price_per_gpu_hour, gpus, good_s)
         report["goodput_requests_per_usd"] = (
-            summary["goodput_req_s"] * 3600.0 / node_hour if node_hour else math.inf
+            summary.goodput_req_s * 3600.0 / node_hour if node_hour else math.inf
         )
     if prices is not None:
         revenue_per_s = (

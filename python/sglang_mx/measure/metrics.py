@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,13 +28,13 @@ def percentile(values: Sequence[float], q: float) -> float:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-def distribution(values: Sequence[float]) -> dict[str, float]:
-    """A Distribution's JSON: mean, each of PERCENTILES, max."""
+def distribution(values: Sequence[float]) -> Distribution:
+    """Mean, each of PERCENTILES and max of `values`."""
     return Distribution(
         mean=sum(values) / len(values) if values else math.nan,
         **{f"p{q}": percentile(values, q) for q in PERCENTILES},
         max=max(values) if values else math.nan,
-    ).to_dict()
+    )
 
 
 @dataclass
@@ -134,12 +135,11 @@ class Slo:
         ]
         return out
 
-    def judge(self, summary: dict) -> list[dict]:
+    def judge(self, summary: RunSummary) -> list[dict]:
         """Each gate against a summary: metric, percentile, limit, value, met."""
-        key = f"p{self.percentile}"
         rows = []
         for metric, limit in self.gates():
-            value = summary[metric][key]
+            value = summary.value(f"{metric}.p{self.percentile}")
             rows.append(
                 {
                     "metric": metric,
@@ -159,10 +159,8 @@ class Slo:
         )
 
 
-def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
-    """Aggregate figures of one run (a RunSummary's JSON: built here as a dict, then read into
-    the record, so a key the record lacks fails on the first run); duration spans the first
-    send to the last completion."""
+def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> RunSummary:
+    """Aggregate figures of one run; duration spans the first send to the last completion."""
     slo = slo or Slo()
     ok = [r for r in results if r.ok]
     if ok:
@@ -179,39 +177,39 @@ def summarize(results: Sequence[RequestResult], slo: Slo | None = None) -> dict:
     out_tokens = sum(r.completion_tokens for r in ok)
     good = [r for r in ok if slo.met_by(r)]
     per_s = (lambda x: x / duration) if duration and duration > 0 else (lambda x: math.nan)
-    ttft = distribution([r.ttft for r in ok])
-    out = {
-        "requests": len(results),
-        "completed": len(ok),
-        "errors": len(results) - len(ok),
-        "first_error": next((r.error for r in results if not r.ok), ""),
-        "success_rate": len(ok) / len(results) if results else math.nan,
-        "duration_s": duration,
-        "request_throughput": per_s(len(ok)),
-        "input_tokens": prompt,
-        "output_tokens": out_tokens,
-        "cached_tokens": cached,
-        "expected_cached_tokens": expected,
-        "reachable_cached_tokens": reachable,
-        "possible_cached_tokens": possible,
-        "hit_rate": cached / prompt if prompt else math.nan,
-        "expected_hit_rate": expected / prompt if prompt else math.nan,
-        "input_tok_s": per_s(prompt),
-        "output_tok_s": per_s(out_tokens),
-        "total_tok_s": per_s(prompt + out_tokens),
-        "ttft_s": ttft,
-        "itl_s": distribution([x for r in ok for x in r.itl]),
-        "tpot_s": distribution([r.tpot for r in ok if not math.isnan(r.tpot)]),
-        "e2e_s": distribution([r.e2e for r in ok]),
-        "output_tok_s_per_user": distribution(
+    summary = RunSummary(
+        requests=len(results),
+        completed=len(ok),
+        errors=len(results) - len(ok),
+        first_error=next((r.error for r in results if not r.ok), ""),
+        success_rate=len(ok) / len(results) if results else math.nan,
+        duration_s=duration,
+        request_throughput=per_s(len(ok)),
+        input_tokens=prompt,
+        output_tokens=out_tokens,
+        cached_tokens=cached,
+        expected_cached_tokens=expected,
+        reachable_cached_tokens=reachable,
+        possible_cached_tokens=possible,
+        hit_rate=cached / prompt if prompt else math.nan,
+        expected_hit_rate=expected / prompt if prompt else math.nan,
+        input_tok_s=per_s(prompt),
+        output_tok_s=per_s(out_tokens),
+        total_tok_s=per_s(prompt + out_tokens),
+        ttft_s=distribution([r.ttft for r in ok]),
+        itl_s=distribution([x for r in ok for x in r.itl]),
+        tpot_s=distribution([r.tpot for r in ok if not math.isnan(r.tpot)]),
+        e2e_s=distribution([r.e2e for r in ok]),
+        output_tok_s_per_user=distribution(
             [1.0 / r.tpot for r in ok if r.tpot and not math.isnan(r.tpot)]
         ),
-        "slo": asdict(slo),
-        "goodput_req_s": per_s(len(good)),
-        "goodput_output_tok_s": per_s(sum(r.completion_tokens for r in good)),
-        "goodput_requests": len(good),
-    }
-    out["slo_gates"] = slo.judge(out)
-    every_gate = all(g["met"] for g in out["slo_gates"])
-    out["slo_met"] = bool(ok) and len(ok) == len(results) and every_gate
-    return RunSummary.from_dict(out).to_dict()
+        slo=asdict(slo),
+        goodput_req_s=per_s(len(good)),
+        goodput_output_tok_s=per_s(sum(r.completion_tokens for r in good)),
+        goodput_requests=len(good),
+        slo_gates=(),
+        slo_met=False,
+    )
+    gates = tuple(slo.judge(summary))
+    met = bool(ok) and len(ok) == len(results) and all(g["met"] for g in gates)
+    return dataclasses.replace(summary, slo_gates=gates, slo_met=met)

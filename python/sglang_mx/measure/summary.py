@@ -8,7 +8,17 @@ fails at import rather than at the end of a run."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
+
+from sglang_mx.measure.run_checks import (
+    PARTS,
+    Acceptance,
+    CacheBounds,
+    SelfCheck,
+    ServerMetrics,
+    TokenAudit,
+)
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -39,15 +49,15 @@ if STATISTICS != ("mean", *(f"p{q}" for q in PERCENTILES), "max"):
 
 @dataclass(frozen=True, kw_only=True)
 class RunSummary:
-    """metrics.summarize's record of one run, in its key order. Fields a later version added
-    default to what an older result.json lacks (docs/results keeps some). `extra` holds what
-    later stages add after summarize (the runner's audit, self-check, speculative and server
-    metrics; the planner's binding shares), as JSON, after the figures."""
+    """metrics.summarize's record of one run, in its key order, then the runner's checks as
+    typed parts (measure/run_checks.py). A field that defaults to None is one an older result.json
+    may lack: None is left out of to_dict, so such a file reads back unchanged. `extra` holds
+    what the planner adds (its cost, binding shares, steps: plan/records.py), after the rest."""
 
     requests: int
     completed: int
     errors: int
-    first_error: str = ""
+    first_error: str | None = None
     success_rate: float
     duration_s: float
     request_throughput: float
@@ -71,17 +81,24 @@ class RunSummary:
     goodput_req_s: float
     goodput_output_tok_s: float
     goodput_requests: int | None = None
-    slo_gates: tuple[dict, ...] = ()
+    slo_gates: tuple[dict, ...] | None = None
     slo_met: bool
+    cache_bounds: CacheBounds | None = None
+    audit: TokenAudit | None = None
+    speculative: Acceptance | None = None
+    selfcheck: SelfCheck | None = None
+    server_metrics: ServerMetrics | None = None
     extra: dict | None = None
 
     def to_dict(self) -> dict:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None:
+                continue
             if f.name == "extra":
-                out.update(value or {})
-            elif isinstance(value, Distribution):
+                out.update(value)
+            elif hasattr(value, "to_dict"):
                 out[f.name] = value.to_dict()
             else:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
@@ -96,10 +113,25 @@ class RunSummary:
         for name in DISTRIBUTIONS:
             if name in kwargs:
                 kwargs[name] = Distribution.from_dict(kwargs[name])
+        for name, part in PARTS.items():
+            if name in kwargs:
+                kwargs[name] = part.from_dict(kwargs[name])
         if "slo_gates" in kwargs:
             kwargs["slo_gates"] = tuple(kwargs["slo_gates"])
         extra = {k: v for k, v in d.items() if k not in known}
         return cls(**kwargs, extra=extra or None)
+
+    def value(self, figure: str) -> float:
+        """A figure by its name (`output_tok_s`, `tpot_s.p50`): NaN where this run lacks it."""
+        name, _, statistic = figure.partition(".")
+        value = getattr(self, name, None)
+        if statistic:
+            value = getattr(value, statistic, None)
+        return math.nan if value is None else value
+
+    def failed_gates(self) -> list[dict]:
+        """The SLO gates this run missed (none recorded: none missed)."""
+        return [g for g in self.slo_gates or () if not g["met"]]
 
 
 DISTRIBUTIONS = tuple(f.name for f in fields(RunSummary) if f.type == "Distribution")

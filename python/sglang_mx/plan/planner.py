@@ -4,6 +4,7 @@ trace through the simulator, and summarize it with the same code `sglang-mx benc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -14,7 +15,7 @@ from sglang_mx.capacity.roofline import Precision, Workload, kv_tokens_node, lim
 from sglang_mx.capacity.workload import WorkloadSpec
 from sglang_mx.measure.metrics import Slo, summarize
 from sglang_mx.measure.summary import RunSummary
-from sglang_mx.measure.sweep import Knee, SweepPoint, knee, sweep_specs
+from sglang_mx.measure.sweep import SweepPoint, knee, sweep_specs
 from sglang_mx.measure.tracegen import Trace, generate
 from sglang_mx.plan.efficiency import Efficiency
 from sglang_mx.plan.knee import knee_rate
@@ -132,7 +133,7 @@ class Deployment:
         }
 
 
-def run_point(dep: Deployment, trace: Trace, slo: Slo) -> tuple[dict, SimResult]:
+def run_point(dep: Deployment, trace: Trace, slo: Slo) -> tuple[RunSummary, SimResult]:
     pd = dep.layout.is_pd
     res = simulate(
         trace,
@@ -143,12 +144,14 @@ def run_point(dep: Deployment, trace: Trace, slo: Slo) -> tuple[dict, SimResult]
     summary = summarize(res.request_results(), slo)
     gpus = dep.layout.gpus
     nodes = max(1, math.ceil(gpus / dep.hw.gpus_per_node))
-    summary["cost"] = cost_report(summary, dep.hw.price_per_gpu_hour, gpus, nodes)
-    summary["binding_share"] = res.binding_share()
-    summary["binding_timeline"] = res.binding_timeline()
-    summary["retractions"] = res.retractions
-    summary["steps"] = len(res.steps)
-    return summary, res
+    extra = {
+        "cost": cost_report(summary, dep.hw.price_per_gpu_hour, gpus, nodes),
+        "binding_share": res.binding_share(),
+        "binding_timeline": res.binding_timeline(),
+        "retractions": res.retractions,
+        "steps": len(res.steps),
+    }
+    return dataclasses.replace(summary, extra=extra), res
 
 
 def plan_sweep(
@@ -160,15 +163,14 @@ def plan_sweep(
     records = []
     for value, point_spec in zip(values, sweep_specs(spec, kind, values), strict=True):
         summary, _ = run_point(dep, generate(point_spec), slo)
-        summary["roofline_output_tok_s"] = roof["output_tok_s"]
-        records.append(SweepPoint(value, RunSummary.from_dict(summary)))
-    points = [p.to_dict() for p in records]  # knee and knee_rate read the JSON form
-    found = knee(points, slo)
+        extra = summary.extra | {"roofline_output_tok_s": roof["output_tok_s"]}
+        records.append(SweepPoint(value, dataclasses.replace(summary, extra=extra)))
+    points = [p.to_dict() for p in records]  # knee_rate reads the JSON form (lab's too)
     return LayoutSweep(
         layout=dep.layout.name,
         kind=kind,
         points=tuple(records),
-        knee=None if found is None else Knee.from_dict(found),
+        knee=knee(records, slo),
         slo=slo.ttft_p95_s,
         roofline=roof,
         scheduler=dep.scheduler().to_dict(),

@@ -153,7 +153,7 @@ def best_at_sla(sweeps: list[LayoutSweep] | tuple[LayoutSweep, ...]) -> Best | N
         for p in sw.points:
             s = p.summary
             ttft = getattr(s.ttft_s, f"p{s.slo.get('percentile', 95)}")
-            others = all(g["met"] for g in s.slo_gates if g["metric"] != "ttft_s")
+            others = all(g["met"] for g in s.slo_gates or () if g["metric"] != "ttft_s")
             if s.errors or ttft > sw.slo or not others:
                 continue
             if best is None or s.goodput_output_tok_s > best.goodput_output_tok_s:

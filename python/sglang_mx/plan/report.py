@@ -154,22 +154,20 @@ def write_report(plan: Plan, outdir: str | Path, plots: bool = True) -> dict[str
     """plan.json (`plan.to_dict()`), plan.md and, with `plots`, the plan's plots and the sweep
     plots (measure.result_files) of each layout's sweep in its own folder."""
     from sglang_mx.measure.result_files import plot as sweep_plot
-    from sglang_mx.measure.result_files import write_files
+    from sglang_mx.measure.result_files import plot_labels, write_files
+    from sglang_mx.measure.sweep import Sweep
 
     outdir = Path(outdir)
-    result = plan.to_dict()
-    paths = write_files(result, outdir, ("plan.json", "plan.md"), markdown, plot, plots)
+    paths = write_files(outdir, ("plan.json", "plan.md"), plan.to_dict(), markdown(plan))
     if plots:
-        for sw, sw_json in zip(plan.sweeps, result["sweeps"], strict=True):
+        paths |= {p.stem: p for p in plot(plan, outdir)}
+        for sw in plan.sweeps:
             sub = outdir / sw.layout.replace(":", "_").replace("+", "_")
             sub.mkdir(exist_ok=True)
             hw = f"{plan.gpus}x {plan.hardware} {sw.layout} (simulated)"
-            shaped = {
-                "stamp": {**plan.stamp, "hardware": hw},
-                "workload": plan.workload,
-                "sweep": sw_json,
-                "gpus": plan.gpus,
-            }
-            for p in sweep_plot(shaped, sub):
+            name = plan.workload.get("name", "custom")
+            title, footer = plot_labels(name, {**plan.stamp, "hardware": hw})
+            sweep = Sweep(sw.kind, sw.points, sw.knee, sw.slo)
+            for p in sweep_plot(sweep, plan.gpus, title, footer, sub):
                 paths[f"{sw.layout}/{p.stem}"] = p
     return paths

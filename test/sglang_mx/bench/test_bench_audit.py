@@ -32,9 +32,9 @@ def _run(tokenizer, **app):
 
 def test_clean_run_passes_three_way_audit(tiny_tokenizer):
     res = _run(tiny_tokenizer)
-    a = res.summary["audit"]
-    assert a["ok"], a
-    checks = {c["check"]: c for c in a["checks"]}
+    a = res.summary.audit
+    assert a.ok, a
+    checks = {c["check"]: c for c in a.checks}
     assert set(checks) == {
         "prompt tokens: client vs usage",
         "output tokens: client re-encoded vs usage",
@@ -44,25 +44,25 @@ def test_clean_run_passes_three_way_audit(tiny_tokenizer):
         "ignore_eos: every request got max_tokens",
     }
     assert checks["generation_tokens: usage vs server counter"]["server"] == 8 * 32
-    assert a["server_counters"]["requests"] == 8  # priming requests counted before the run
-    m = res.summary["server_metrics"]
-    assert m["engine"] == "sglang" and m["token_usage"]["mean"] == 0.25
+    assert a.server_counters["requests"] == 8  # priming requests counted before the run
+    m = res.summary.server_metrics
+    assert m.engine == "sglang" and m.gauges["token_usage"]["mean"] == 0.25
 
 
 def test_planted_counter_mismatch_fails_the_audit(tiny_tokenizer):
     res = _run(tiny_tokenizer, count_extra_generation=2)  # 34 counted per 32-token request
-    a = res.summary["audit"]
-    assert not a["ok"]
-    assert a["failed"] == ["generation_tokens: usage vs server counter"]
-    assert "usage 256 vs server 272" in a["message"]
+    a = res.summary.audit
+    assert not a.ok
+    assert a.failed == ("generation_tokens: usage vs server counter",)
+    assert "usage 256 vs server 272" in a.message
     assert any("TOKEN AUDIT FAILED" in w for w in res.warnings)
 
 
 def test_planted_short_stream_fails_the_client_count(tiny_tokenizer):
     res = _run(tiny_tokenizer, short_by=8)  # 24 tokens streamed, usage says 32
-    a = res.summary["audit"]
-    assert a["failed"] == ["output tokens: client re-encoded vs usage"], a
-    assert "client 192 vs usage 256" in a["message"]
+    a = res.summary.audit
+    assert a.failed == ("output tokens: client re-encoded vs usage",), a
+    assert "client 192 vs usage 256" in a.message
 
 
 def test_prometheus_text_is_read_under_both_engines_names():
@@ -97,8 +97,8 @@ def test_blocked_event_loop_is_flagged_client_bound(tiny_tokenizer):
 
     with serve_in_thread(make_app(FakeCache(), metrics=True)) as url:
         res = asyncio.run(hogged(url))
-    c = res.summary["selfcheck"]
-    assert c["client_bound"], c
-    assert c["schedule_lag_s"]["p99"] > 0.010 and c["schedule_lag_s"]["n"] == 16
-    assert any("schedule lag p99" in r for r in c["reasons"])
+    c = res.summary.selfcheck
+    assert c.client_bound, c
+    assert c.schedule_lag_s.p99 > 0.010 and c.schedule_lag_s.n == 16
+    assert any("schedule lag p99" in r for r in c.reasons)
     assert any("CLIENT-BOUND" in w for w in res.warnings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 from sglang_mx.capacity.cost import PriceSheet, cost_report, usd_per_million
@@ -17,13 +18,15 @@ def test_inferencex_formula_public_mi355x_point():
     assert usd_per_million(1.0, 1, 0) == math.inf
 
 
+def _rates(output_tok_s: float, total_tok_s: float, input_tok_s: float, hit_rate: float):
+    """The figures cost_report reads off a run summary (RunSummary's names), goodput unknown."""
+    return SimpleNamespace(output_tok_s=output_tok_s, total_tok_s=total_tok_s,
+                           input_tok_s=input_tok_s, hit_rate=hit_rate,
+                           goodput_output_tok_s=None, goodput_req_s=None)  # fmt: skip
+
+
 def test_cost_report_per_gpu_totals_and_cache_read_pricing():
-    summary = {
-        "output_tok_s": 1000.0,
-        "total_tok_s": 21000.0,
-        "input_tok_s": 20000.0,
-        "hit_rate": 0.6,
-    }
+    summary = _rates(1000.0, 21000.0, 20000.0, 0.6)
     prices = PriceSheet(prompt=1.0, completion=3.0, cache_read=0.25)
     r = cost_report(summary, price_per_gpu_hour=2.0, gpus=8, prices=prices)
     assert r["cluster_usd_per_hour"] == 16.0
@@ -43,12 +46,7 @@ def test_cost_report_per_gpu_totals_and_cache_read_pricing():
 
 
 def test_cost_report_over_two_nodes():
-    summary = {
-        "output_tok_s": 4000.0,
-        "total_tok_s": 8000.0,
-        "input_tok_s": 4000.0,
-        "hit_rate": 0.0,
-    }
+    summary = _rates(4000.0, 8000.0, 4000.0, 0.0)
     r = cost_report(summary, 1.5, gpus=16, nodes=2)
     assert r["output_tok_s_per_node"] == 2000.0 and r["output_tok_s_per_gpu"] == 250.0
     assert "revenue_usd_per_hour" not in r

@@ -136,7 +136,7 @@ def test_failed_priming_is_reported_not_raised(tiny_tokenizer):
     with serve_in_thread(make_app(FakeCache(), context_length=256, advertise=False)) as url:
         cfg = RunConfig(base_url=url, progress=False, warmup=0)
         res = run_trace(trace, materialize(trace, tokens), cfg, tokens)
-    assert res.summary["errors"] == 4 and res.summary["first_error"].startswith("HTTP 400")
+    assert res.summary.errors == 4 and res.summary.first_error.startswith("HTTP 400")
     assert len(res.meta["prime_errors"]) == len(trace.prime) > 0
     assert any("priming requests failed" in w for w in res.warnings)
 

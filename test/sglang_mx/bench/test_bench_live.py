@@ -37,12 +37,12 @@ def test_live_run_hits_designed_rate(live_server, bundled_tokenizer_dir):
         trace, materialize(trace, tokens), RunConfig(base_url=live_server, progress=False), tokens
     )
     s = res.summary
-    assert s["errors"] == 0, [r.error for r in res.results if r.error][:3]
-    assert s["output_tokens"] == 16 * 8  # ignore_eos honoured
-    assert s["input_tokens"] == sum(r.input_len for r in trace.requests)  # ids sent exactly
-    assert abs(s["hit_rate"] - 0.6) <= 0.05, s["hit_rate"]
+    assert s.errors == 0, [r.error for r in res.results if r.error][:3]
+    assert s.output_tokens == 16 * 8  # ignore_eos honoured
+    assert s.input_tokens == sum(r.input_len for r in trace.requests)  # ids sent exactly
+    assert abs(s.hit_rate - 0.6) <= 0.05, s.hit_rate
     assert not any("WARM" in w for w in res.warnings), res.warnings
-    assert 0 < s["ttft_s"]["p50"] <= s["ttft_s"]["p95"] <= s["ttft_s"]["max"]
+    assert 0 < s.ttft_s.p50 <= s.ttft_s.p95 <= s.ttft_s.max
 
 
 def test_live_sweep_via_cli(live_server, bundled_tokenizer_dir, tmp_path):

@@ -54,18 +54,18 @@ def test_reach_by_send_time_counts_only_first_tokens_before_the_send():
 
 
 def test_selfcheck_judges_the_busiest_process_and_scales_the_calibration():
-    summary = {"request_throughput": 90.0, "output_tok_s": 900.0}
+    summary = (90.0, 900.0)  # the run's (request_throughput, output_tok_s)
     calib = {"req_s": 100.0, "tok_s": 10_000.0, "by_processes": {"2": {"req_s": 150.0,
              "tok_s": 15_000.0}}}  # fmt: skip
     one = selfcheck([], [], [0.95], 1.0, summary, calib)
-    assert one["client_bound"] and any("client CPU 95%" in r for r in one["reasons"])
-    assert any("90% of the client's calibrated ceiling 100" in r for r in one["reasons"])
+    assert one.client_bound and any("client CPU 95%" in r for r in one.reasons)
+    assert any("90% of the client's calibrated ceiling 100" in r for r in one.reasons)
     two = selfcheck([], [], [0.5, 0.6], 1.0, summary, calib)
-    assert two["processes"] == 2 and two["client_cpu_fraction"] == 0.6
-    assert not two["client_bound"] and two["ceiling_basis"] == "measured at 2 process(es)"
+    assert two.processes == 2 and two.client_cpu_fraction == 0.6
+    assert not two.client_bound and two.ceiling_basis == "measured at 2 process(es)"
     three = selfcheck([], [], [0.5, 0.5, 0.99], 1.0, summary, calib)
-    assert three["client_bound"] and "busiest" in three["reasons"][0]
-    assert "x 3 (not measured" in three["ceiling_basis"]
+    assert three.client_bound and "busiest" in three.reasons[0]
+    assert "x 3 (not measured" in three.ceiling_basis
 
 
 def test_selfcheck_flags_a_run_with_one_early_send():
@@ -76,12 +76,12 @@ def test_selfcheck_flags_a_run_with_one_early_send():
     results = [RequestResult(request_id=str(i), requested_output=4) for i in range(40)]
     for i, r in enumerate(results):
         r.lag = -0.2 if i < 2 else 0.001
-    check = selfcheck(results, [], [0.1], 1.0, {})
-    assert check["schedule_lag_s"]["p50"] >= 0 and check["schedule_lag_s"]["min"] == -0.2
-    assert check["client_bound"] and check["early_sends"] == 2
-    assert "2 of 40 requests sent early (schedule lag min -200.0 ms" in check["reasons"][0]
-    on_time = selfcheck(results[2:], [], [0.1], 1.0, {})
-    assert not on_time["client_bound"] and on_time["early_sends"] == 0, on_time
+    check = selfcheck(results, [], [0.1], 1.0)
+    assert check.schedule_lag_s.p50 >= 0 and check.schedule_lag_s.min == -0.2
+    assert check.client_bound and check.early_sends == 2
+    assert "2 of 40 requests sent early (schedule lag min -200.0 ms" in check.reasons[0]
+    on_time = selfcheck(results[2:], [], [0.1], 1.0)
+    assert not on_time.client_bound and on_time.early_sends == 0, on_time
 
 
 def test_processes_needed_reads_measured_counts_then_shares_out():
@@ -121,8 +121,8 @@ def test_two_processes_send_on_one_clock_and_keep_each_session_in_order(null_url
     by = {r.request_id: r for r in res.results}
     assert all(r.ok and r.completion_tokens == TURN_OUT for r in res.results), res.warnings
     assert {r.worker for r in res.results} == {0, 1}
-    check = res.summary["selfcheck"]
-    assert check["processes"] == 2 and len(check["client_cpu_fraction_by_process"]) == 2
+    check = res.summary.selfcheck
+    assert check.processes == 2 and len(check.client_cpu_fraction_by_process) == 2
     for s in range(12):
         first = by[f"s{s}t0"]
         assert abs(first.start - s / 20.0) < 0.1, first  # every worker's t0 is the run's t0

@@ -64,16 +64,16 @@ def test_overlapping_replay_stays_within_bounds(tiny_tokenizer):
     # while the chain's first request is still in prefill
     trace, res = _replay(tiny_tokenizer, prefill_s=0.3, time_scale=0.1)
     s = res.summary
-    assert s["errors"] == 0
+    assert s.errors == 0
     assert sum(r.expected_cached for r in trace.requests) == MOONCAKE_DESIGN
-    assert s["expected_cached_tokens"] == MOONCAKE_DESIGN
-    assert s["reachable_cached_tokens"] <= MOONCAKE_DESIGN - 3 * 512  # r3's 3 blocks at least
+    assert s.expected_cached_tokens == MOONCAKE_DESIGN
+    assert s.reachable_cached_tokens <= MOONCAKE_DESIGN - 3 * 512  # r3's 3 blocks at least
     first_repeat = next(r for r in res.results if r.request_id == "r3")
     assert first_repeat.reachable_cached == 0 and first_repeat.cached_tokens < 512
     for r in res.results:
         assert r.reachable_cached <= r.cached_tokens, r
         assert r.cached_tokens <= r.possible_cached + WARM_TOLERANCE_TOKENS, r
-    assert s["cache_bounds"]["below_reachable"] == 0 == s["cache_bounds"]["above_possible"]
+    assert s.cache_bounds.below_reachable == 0 == s.cache_bounds.above_possible
     assert any("ARRIVALS OVERLAPPED" in w for w in res.warnings), res.warnings
     assert not any("fewer cache hits" in w or "WARM" in w for w in res.warnings), res.warnings
 
@@ -82,6 +82,6 @@ def test_spaced_replay_reaches_the_whole_design(tiny_tokenizer):
     # 5 ms of prefill against arrivals at least 75 ms apart: nothing overlaps
     _, res = _replay(tiny_tokenizer, prefill_s=0.005, time_scale=0.5)
     s = res.summary
-    assert s["reachable_cached_tokens"] == MOONCAKE_DESIGN == s["possible_cached_tokens"]
-    assert 0 <= s["cached_tokens"] - MOONCAKE_DESIGN <= WARM_TOLERANCE_TOKENS * s["completed"]
+    assert s.reachable_cached_tokens == MOONCAKE_DESIGN == s.possible_cached_tokens
+    assert 0 <= s.cached_tokens - MOONCAKE_DESIGN <= WARM_TOLERANCE_TOKENS * s.completed
     assert not any("OVERLAPPED" in w or "bounds" in w for w in res.warnings), res.warnings

@@ -16,7 +16,10 @@ import yaml
 from sglang_mx.bench.claims.claim_file import ClaimError, load_claim
 from sglang_mx.bench.claims.verdict import FILE_KEYS, Verdict
 from sglang_mx.bench.cli import verify_cli as verify
+from sglang_mx.bench.load.client_check import selfcheck
+from sglang_mx.bench.run.audit import audit
 from sglang_mx.measure.metrics import RequestResult, Slo, summarize
+from sglang_mx.measure.run_checks import Acceptance
 from sglang_mx.measure.summary import FIGURES, Distribution, RunSummary, is_figure
 from sglang_mx.measure.sweep import Knee, SweepPoint, knee
 
@@ -24,20 +27,19 @@ ROOT = Path(__file__).resolve().parents[3]
 CLAIMS = ROOT / "benchmark" / "claims"
 
 
-def _summary(total_tok_s: float) -> dict:
-    """The parts of a run summary verify.judge reads: one clean repeat with a real draft."""
-    return {
-        "total_tok_s": total_tok_s,
-        "requests": 8,
-        "errors": 0,
-        "first_error": "",
-        "audit": {"ok": True, "message": ""},
-        "selfcheck": {"client_bound": False, "reasons": []},
-        "slo_gates": [
-            {"metric": "ttft_s", "percentile": 95, "value": 0.5, "limit": 5.0, "met": True}
-        ],
-        "speculative": {"counted": True, "speculative": True, "accept_length": 2.4},
-    }
+def _summary(total_tok_s: float) -> RunSummary:
+    """One clean repeat with a real draft, as verify.judge reads it: its audit and self-check
+    from the runner's own checks (nothing off, nothing late)."""
+    sent = [RequestResult(f"r{i}", lag=0.001 * i) for i in range(3)]
+    return dataclasses.replace(
+        _run_summary(),
+        total_tok_s=total_tok_s,
+        requests=3,
+        errors=0,
+        audit=audit([], {}, ignore_eos=False),
+        selfcheck=selfcheck(sent, [0.001, 0.002], [0.1], 1.0),
+        speculative=Acceptance(True, True, 2.4),
+    )
 
 
 def _judged() -> Verdict:
@@ -73,7 +75,7 @@ def test_a_record_with_an_unknown_field_is_refused_by_name():
         Verdict.from_dict(record)
 
 
-def _run_summary() -> dict:
+def _run_summary() -> RunSummary:
     """metrics.summarize over three completed requests and one failed (no NaN figure)."""
     rs = [
         RequestResult(f"r{i}", start=i, ttft=0.5 + i, e2e=1.5 + i, itl=[0.1] * 10,
@@ -85,15 +87,20 @@ def _run_summary() -> dict:
 
 
 def test_a_run_summary_survives_its_round_trip():
-    s = _run_summary()
-    record = RunSummary.from_dict(s)
-    assert isinstance(record.ttft_s, Distribution) and record.ttft_s.p50 == s["ttft_s"]["p50"]
-    assert record.to_dict() == s and list(record.to_dict()) == list(s)
-    assert RunSummary.from_dict(json.loads(json.dumps(record.to_dict()))) == record
-    # what the runner adds after summarize rides along, after the figures, in its order
-    s |= {"audit": {"ok": True, "checks": []}, "selfcheck": {"client_bound": False}}
-    assert list(RunSummary.from_dict(s).to_dict()) == list(s)
-    assert RunSummary.from_dict(s).extra == {k: s[k] for k in ("audit", "selfcheck")}
+    record = _run_summary()
+    assert isinstance(record.ttft_s, Distribution) and record.ttft_s.p50 == 1.5
+    s = record.to_dict()
+    assert RunSummary.from_dict(s) == record
+    assert RunSummary.from_dict(json.loads(json.dumps(s))) == record
+    # the runner's checks are typed parts, after the figures, in result.json's order; what
+    # the planner adds rides in `extra`, after them
+    full = dataclasses.replace(_summary(1.0), extra={"steps": 3})
+    d = full.to_dict()
+    assert list(d)[list(d).index("slo_met") + 1:] == ["audit", "speculative", "selfcheck",
+                                                      "steps"]  # fmt: skip
+    back = RunSummary.from_dict(json.loads(json.dumps(d)))
+    assert back == full and back.audit.ok and back.speculative.accept_length == 2.4
+    assert back.extra == {"steps": 3} and isinstance(back.selfcheck.reasons, tuple)
 
 
 def _same(old: dict, out: dict) -> bool:
@@ -115,13 +122,13 @@ def test_committed_summaries_points_and_knees_read_into_the_records(path):
 
 
 def test_a_sweep_point_and_its_knee_survive_their_round_trips():
-    point = SweepPoint(4.0, RunSummary.from_dict(_run_summary()), {"model": "fake"})
+    point = SweepPoint(4.0, _run_summary(), {"model": "fake"})
     assert SweepPoint.from_dict(json.loads(json.dumps(point.to_dict()))) == point
     bare = SweepPoint(2, point.summary)  # a simulated point (plan) has no runner meta
     assert "meta" not in bare.to_dict() and SweepPoint.from_dict(bare.to_dict()) == bare
     clean = dataclasses.replace(point.summary, errors=0)
-    points = [SweepPoint(x, clean).to_dict() for x in (1.0, 2.0)]
-    found = Knee.from_dict(knee(points, Slo(ttft_p95_s=5.0)))
+    points = [SweepPoint(x, clean) for x in (1.0, 2.0)]
+    found = knee(points, Slo(ttft_p95_s=5.0))
     assert found.x == 2.0 and found.ttft_p95_s == clean.ttft_s.p95
     assert Knee.from_dict(json.loads(json.dumps(found.to_dict()))) == found
     assert knee(points, Slo(ttft_p95_s=0.01)) is None  # no point meets 10 ms
@@ -137,5 +144,5 @@ def test_figure_names_are_checked_where_a_claim_names_one(tmp_path):
     with pytest.raises(ClaimError, match="claimed.figure"):
         load_claim(path)
     with pytest.raises(verify.BenchError, match="'tpot_s.p75' is not a figure"):
-        verify._figure({"tpot_s": {"p75": 0.1}}, "tpot_s.p75")
+        verify._figure(_run_summary(), "tpot_s.p75")
     assert "output_tok_s" in FIGURES and "ttft_s.p95" in FIGURES

@@ -8,6 +8,7 @@ import pytest
 from bench_fake_openai import FakeCache, make_app
 from sglang_mx.bench.load.prompts import SegmentTokens, materialize
 from sglang_mx.bench.report.html_page import write_report
+from sglang_mx.bench.report.result import BenchResult
 from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.capacity.workload import get_preset
 from sglang_mx.measure.compare import compare, markdown_table
@@ -35,10 +36,10 @@ def test_measured_hit_rate_matches_design(tiny_tokenizer, turns):
         res = _run(url, SPEC.with_overrides(turns=turns), tokens)
     s = res.summary
     assert cache.flushes == 1
-    assert s["completed"] == 12 and s["errors"] == 0
-    assert s["output_tokens"] == 12 * 32
-    assert abs(s["hit_rate"] - 0.6) < 0.01
-    assert s["ttft_s"]["p50"] > 0 and len(res.results[0].itl) == 31
+    assert s.completed == 12 and s.errors == 0
+    assert s.output_tokens == 12 * 32
+    assert abs(s.hit_rate - 0.6) < 0.01
+    assert s.ttft_s.p50 > 0 and len(res.results[0].itl) == 31
     # The load generator's own timing check (schedule lag p99 <= 10 ms) depends on what else
     # the box runs (18 ms in a full suite beside server tests): a speed, not this behaviour.
     assert [w for w in res.warnings if not w.startswith("CLIENT-BOUND")] == []
@@ -67,7 +68,7 @@ def test_errors_and_missing_cache_report_are_counted(tiny_tokenizer):
             url, SPEC.with_overrides(arrival="concurrency", concurrency=3, prime=False), tokens
         )
     s = res.summary
-    assert s["errors"] == 3 and s["completed"] == 9
+    assert s.errors == 3 and s.completed == 9
     assert "HTTP 503" in next(r.error for r in res.results if not r.ok)
     assert any("no cached tokens" in w for w in res.warnings)
 
@@ -81,23 +82,21 @@ def test_sweep_report_and_compare(tiny_tokenizer, tmp_path):
             return run_trace(trace, materialize(trace, tokens), cfg, tokens).summary
 
         sweep = run_sweep(SPEC, "concurrency", [1, 4], point, Slo(ttft_p95_s=5.0))
-    assert [p["x"] for p in sweep["points"]] == [1, 4]
-    assert sweep["knee"]["x"] == 4  # both points meet a 5 s TTFT on the fake server
-    result = {
-        "stamp": stamp(config={"server": "fake"}),
-        "workload": SPEC.to_dict(),
-        "sweep": sweep,
-        "gpus": 2,
-    }
+    assert [p.x for p in sweep.points] == [1, 4]
+    assert sweep.knee.x == 4  # both points meet a 5 s TTFT on the fake server
+    result = BenchResult(
+        stamp=stamp(config={"server": "fake"}), workload=SPEC.to_dict(), sweep=sweep, gpus=2
+    )
     paths = write_report(result, tmp_path)
     for name in ("throughput_vs_load", "ttft_vs_load", "throughput_per_gpu_vs_per_user"):
         assert paths[name].read_bytes()[:4] == b"\x89PNG"
     md = paths["markdown"].read_text()
-    assert "Knee" in md and result["stamp"]["date"] in md and "sglang" in md
+    assert "Knee" in md and result.stamp["date"] in md and "sglang" in md
     loaded = json.loads(paths["json"].read_text())
     assert loaded["sweep"]["points"][1]["summary"]["completed"] == 12
+    assert BenchResult.from_dict(loaded).to_dict() == loaded  # the one way back
 
-    a, b = sweep["points"][0]["summary"], sweep["points"][1]["summary"]
+    a, b = (p.summary.to_dict() for p in sweep.points)
     rows = {r["figure"]: r for r in compare(a, b)}
     assert rows["output_tok_s"]["ratio"] == pytest.approx(b["output_tok_s"] / a["output_tok_s"])
     assert rows["ttft_s.p95"]["a"] == a["ttft_s"]["p95"]
@@ -128,6 +127,6 @@ def test_an_endpoint_refusing_token_ids_is_named_with_the_flag_that_sends_text(t
     with serve_in_thread(make_app(FakeCache(), text_only=True)) as url:
         ids = _run(url, spec, tokens)
         text = _run(url, spec, tokens, send_ids=False)
-    assert ids.summary["errors"] == 3
+    assert ids.summary.errors == 3
     assert all("HTTP 422" in r.error and "--send-text" in r.error for r in ids.results)
-    assert text.summary["errors"] == 0 and text.summary["completed"] == 3
+    assert text.summary.errors == 0 and text.summary.completed == 3

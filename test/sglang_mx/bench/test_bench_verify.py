@@ -5,7 +5,9 @@ plots are written beside result.json."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 from bench_processes import fake_server_process
@@ -140,8 +142,10 @@ def test_a_cpu_claim_is_judged_on_its_own_hardware(
 def test_a_missing_figure_is_an_error_naming_it():
     """A claimed figure the run's summary lacks is refused by name, not judged as NaN."""
     from sglang_mx.bench.cli import verify_cli as verify
+    from sglang_mx.measure.metrics import RequestResult, summarize
 
-    summary = {"ttft_s": {"p50": 0.1}, "output_tok_s": 5.0}
+    # every request failed: no latency was measured, so every distribution is NaN
+    summary = dataclasses.replace(summarize([RequestResult("r0", error="x")]), output_tok_s=5.0)
     assert verify._figure(summary, "output_tok_s") == 5.0
     with pytest.raises(verify.BenchError, match="no 'ttft_s.p99'"):
         verify._figure(summary, "ttft_s.p99")
@@ -159,7 +163,8 @@ def test_a_box_outside_the_hardware_table_is_judged_a_different_box(tmp_path):
         "hardware under test 1x CPU is not the claim's 8x MI355X: a run on 8x MI355X would decide"
     ]
     args = argparse.Namespace(hardware="CPU", gpus=1, price=None)
-    rates = {"output_tok_s": 10.0, "total_tok_s": 20.0, "input_tok_s": 10.0}
+    rates = SimpleNamespace(output_tok_s=10.0, total_tok_s=20.0, input_tok_s=10.0, hit_rate=0.0,
+                            goodput_output_tok_s=None, goodput_req_s=None)  # fmt: skip
     cost = verify._cost(claim, args, rates)
     assert cost["price_per_gpu_hour"] == 1.48 and cost["gpus"] == 8
     assert cost["price_source"].startswith("the claim's price")

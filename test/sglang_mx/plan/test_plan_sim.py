@@ -140,7 +140,7 @@ def test_closed_loop_concurrency_keeps_n_in_flight():
     reqs = [(f"r{i}", [(f"u{i}", 100)], 4, None) for i in range(6)]
     res = run(trace(reqs, arrival="concurrency", concurrency=2))
     s = summarize(res.request_results())
-    assert s["completed"] == 6
+    assert s.completed == 6
     starts = sorted(r.start for r in res.request_results())
     assert starts[:2] == [0.0, 0.0] and starts[2] > 0
 

@@ -8,22 +8,21 @@ import json
 from pathlib import Path
 
 
-def _pick(result: dict) -> dict:
-    """The knee point's summary (or the last point) of a result file, with its cost figures."""
-    points = result["sweep"]["points"]
-    knee = result["sweep"].get("knee")
-    x = knee["x"] if knee else points[-1]["x"]
-    summary = dict(next(p["summary"] for p in points if p["x"] == x))
-    summary["cost"] = result.get("cost", {})
-    return summary
+def _pick(path: str):
+    """A result file's record, and its knee point's summary (or the last point's) as figures,
+    with its cost figures."""
+    from sglang_mx.bench.report.result import BenchResult
+
+    result = BenchResult.from_dict(json.loads(Path(path).read_text()))
+    return result, result.sweep.best().summary.to_dict() | {"cost": result.cost or {}}
 
 
 def _cmd_compare(args) -> int:
     from sglang_mx.measure.compare import compare, markdown_table
 
-    a, b = (json.loads(Path(p).read_text()) for p in (args.a, args.b))
-    labels = (args.labels or f"{a['stamp']['hardware']},{b['stamp']['hardware']}").split(",")
-    table = markdown_table(compare(_pick(a), _pick(b)), labels[0], labels[1])
+    (a, fa), (b, fb) = _pick(args.a), _pick(args.b)
+    labels = (args.labels or f"{a.stamp['hardware']},{b.stamp['hardware']}").split(",")
+    table = markdown_table(compare(fa, fb), labels[0], labels[1])
     print(table)
     if args.out:
         Path(args.out).write_text(table + "\n")

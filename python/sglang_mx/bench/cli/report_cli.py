@@ -9,8 +9,9 @@ from pathlib import Path
 
 def _cmd_report(args) -> int:
     from sglang_mx.bench.report.html_page import write_report
+    from sglang_mx.bench.report.result import BenchResult
 
-    result = json.loads(Path(args.result).read_text())
+    result = BenchResult.from_dict(json.loads(Path(args.result).read_text()))
     paths = write_report(result, args.out or Path(args.result).parent)
     print("\n".join(str(p) for p in paths.values()))
     return 0

@@ -4,6 +4,7 @@ points of a run or a sweep (sweep_cli) and writes result.json and the reports.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -21,14 +22,13 @@ from sglang_mx.measure.run_flags import slo_from_args
 
 
 def execute(args, kind: str, values: list[float]) -> int:
-    from sglang_mx.bench.load.limits import BenchError, check_fits, fetch_limits, fit_to_context
-    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.load.limits import BenchError, fetch_limits, fit_to_context
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
     from sglang_mx.bench.report.html_page import write_report
-    from sglang_mx.bench.run.runner import run_trace
+    from sglang_mx.bench.report.result import measured
+    from sglang_mx.bench.run.pipeline import measure
     from sglang_mx.capacity.cost import cost_report
-    from sglang_mx.measure.stamp import stamp
-    from sglang_mx.measure.summary import RunSummary
-    from sglang_mx.measure.sweep import SweepPoint, knee, sweep_specs
+    from sglang_mx.measure.sweep import knee, sweep_specs
     from sglang_mx.measure.tracegen import generate
 
     try:
@@ -50,58 +50,33 @@ def execute(args, kind: str, values: list[float]) -> int:
         if context:
             spec = fit_to_context(spec, context)
         traces = [generate(s) for s in sweep_specs(spec, kind, values)]
-    for trace in traces:  # lengths first: a 20k-token trace is refused before it is built
-        check_fits(trace, cfg.limits)
-    prompts = []
-    for trace in traces:
-        prompts.append(materialize(trace, tokens))
-        sent = max(max(ids) for ids in prompts[-1].values()) if cfg.send_ids else None
-        check_fits(trace, cfg.limits, sent if cfg.api == "completions" else None)
-    points, warnings = [], []
-    for value, trace, ids in zip(values, traces, prompts, strict=False):
-        print(
-            f"== {kind} {value}: {len(trace.requests)} requests, designed hit rate "
-            f"{trace.predicted_hit_rate:.3f}",
-            file=sys.stderr,
-        )
-        res = run_trace(trace, ids, cfg, tokens, slo)
-        warnings += res.warnings
-        summary = RunSummary.from_dict(res.summary)
-        points.append(SweepPoint(value, summary, res.meta).to_dict())
-    result = {
-        "stamp": stamp(
-            hw_name,
-            {
-                "url": cfg.base_url,
-                "api": cfg.api,
-                "model": points[0]["meta"]["model"],
-                "send_ids": cfg.send_ids,
-            },
-        ),
-        "workload": spec.to_dict(),
-        "sweep": {
-            "kind": kind,
-            "points": points,
-            "knee": knee(points, slo),
-            "slo": slo.ttft_p95_s,
-            "slo_text": slo.describe(),
-        },
-        "gpus": gpus,
-        "warnings": warnings,
-    }
-    best = result["sweep"]["knee"] or {"x": points[-1]["x"]}
-    best_summary = next(p["summary"] for p in points if p["x"] == best["x"])
+    runs = [
+        (x, t, f"{kind} {x}: {len(t.requests)} requests, designed hit rate "
+         f"{t.predicted_hit_rate:.3f}")
+        for x, t in zip(values, traces, strict=False)
+    ]  # fmt: skip
+    m = measure(runs, cfg, tokens, slo)
+    result = measured(m, cfg, hw_name, spec.to_dict(), kind, slo, knee(m.points, slo), gpus)
     if price:
-        result["cost"] = cost_report(best_summary, price, gpus, price_source=price_source)
+        best = result.sweep.best().summary
+        result = dataclasses.replace(
+            result, cost=cost_report(best, price, gpus, price_source=price_source)
+        )
     paths = write_report(result, args.out)
     print(Path(paths["markdown"]).read_text())
-    failed = sum(p["summary"]["errors"] for p in points)
+    return _status(result)
+
+
+def _status(result) -> int:
+    """1 (saying why on stderr) when a request failed or a token audit did, else 0."""
+    summaries = [p.summary for p in result.sweep.points]
+    failed = sum(s.errors for s in summaries)
     if failed:
-        first = next(p["summary"]["first_error"] for p in points if p["summary"]["errors"])
-        total = sum(p["summary"]["requests"] for p in points)
+        first = next(s.first_error or "" for s in summaries if s.errors)
+        total = sum(s.requests for s in summaries)
         print(f"{failed} of {total} requests failed, first: {first[:300]}", file=sys.stderr)
         return 1
-    bad = [p["summary"]["audit"]["message"] for p in points if not p["summary"]["audit"]["ok"]]
+    bad = [s.audit.message for s in summaries if s.audit and not s.audit.ok]
     if bad:
         print(f"token audit failed: {bad[0]}", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ from pathlib import Path
 from sglang_mx.bench.claims.verdict import Verdict, decide
 from sglang_mx.bench.load.limits import BenchError
 from sglang_mx.bench.run.task_eval import TASKS
-from sglang_mx.measure.summary import is_figure
+from sglang_mx.measure.summary import RunSummary, is_figure
 
 
 def _lengths(spec) -> str:
@@ -154,12 +154,10 @@ def load_processes(args, trace, claim, calibration) -> dict:
     return out
 
 
-def _figure(summary: dict, figure: str) -> float:
-    from sglang_mx.bench.report.markdown import summary_value
-
+def _figure(summary: RunSummary, figure: str) -> float:
     if not is_figure(figure):
         raise BenchError(f"{figure!r} is not a figure of a run summary (summary.FIGURES)")
-    value = float(summary_value(summary, figure))
+    value = float(summary.value(figure))
     if math.isnan(value):
         raise BenchError(f"the run's summary has no {figure!r}, the figure the claim names")
     return value
@@ -167,7 +165,7 @@ def _figure(summary: dict, figure: str) -> float:
 
 def judge(
     claim,
-    summaries: list[dict],
+    summaries: list[RunSummary],
     changes: list[str],
     settings: JudgeSettings,
     gpus: int,
@@ -178,6 +176,7 @@ def judge(
     the endpoint's agreement with --reference (agreement.measure), when one was given; `scored`:
     the task eval of a claim that states `accuracy` (task_eval.run_humaneval)."""
     from sglang_mx.bench.run import acceptance, agreement, task_eval
+    from sglang_mx.measure.run_checks import Acceptance
 
     blockers = []
     if changes:
@@ -189,19 +188,19 @@ def judge(
     blockers += _hardware_blockers(claim, settings)
     failures, figure_blockers = [], []
     for i, s in enumerate(summaries, 1):
-        if not s["audit"]["ok"]:  # the server misreports what it served: evidence, not noise
-            failures.append(f"repeat {i}: token audit failed: {s['audit']['message']}")
-        if s["selfcheck"]["client_bound"]:
+        if s.audit and not s.audit.ok:  # the server misreports what it served: evidence
+            failures.append(f"repeat {i}: token audit failed: {s.audit.message}")
+        if s.selfcheck and s.selfcheck.client_bound:
             figure_blockers.append(
-                f"repeat {i}: client-bound: {'; '.join(s['selfcheck']['reasons'])}; a load "
+                f"repeat {i}: client-bound: {'; '.join(s.selfcheck.reasons)}; a load "
                 "generator with room to spare would decide (bench calibrate)"
             )
-        if s["errors"]:
+        if s.errors:
             failures.append(
-                f"repeat {i}: {s['errors']} of {s['requests']} requests failed, "
-                f"first: {s['first_error'][:200]}"
+                f"repeat {i}: {s.errors} of {s.requests} requests failed, "
+                f"first: {(s.first_error or '')[:200]}"
             )
-        missed = [g for g in s["slo_gates"] if not g["met"]]
+        missed = s.failed_gates()
         if missed:
             text = ", ".join(
                 f"{g['metric'][:-2].upper()} p{g['percentile']} {g['value']:.4g} s "
@@ -211,8 +210,9 @@ def judge(
             failures.append(f"repeat {i} missed the SLO: {text}")
     tolerance = claim.tolerance if settings.tolerance is None else settings.tolerance
     spec = acceptance.judge(
-        claim.raw.get("speculative"), [s.get("speculative", {}) for s in summaries], tolerance
-    )
+        claim.raw.get("speculative"), [s.speculative or Acceptance(False) for s in summaries],
+        tolerance,
+    )  # fmt: skip
     blockers += spec["blockers"]
     failures += spec["failures"]
     top1_min, kl_max, bound_source = agreement.bounds(claim.raw, settings.agreement_top1)
@@ -272,7 +272,7 @@ def verify_slo(claim, args):
     return slo, f"the command line's over the claim's: {', '.join(given)} ({slo.describe()})"
 
 
-def _cost(claim, args, summary: dict) -> dict:
+def _cost(claim, args, summary: RunSummary) -> dict:
     from sglang_mx.bench.cli.args import cost_inputs
     from sglang_mx.capacity.cost import cost_report
 
@@ -340,12 +340,11 @@ def cmd_verify(args) -> int:
         )
     from sglang_mx.bench.cli.args import run_config
     from sglang_mx.bench.load.limits import check_fits, fetch_limits
-    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
+    from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer
     from sglang_mx.bench.report.html_page import write_report
-    from sglang_mx.bench.run.runner import loud, run_trace
-    from sglang_mx.measure.stamp import stamp
-    from sglang_mx.measure.summary import RunSummary
-    from sglang_mx.measure.sweep import SweepPoint
+    from sglang_mx.bench.report.result import Claimed, measured
+    from sglang_mx.bench.run.pipeline import measure
+    from sglang_mx.bench.run.runner import loud
 
     claim = load_claim(args.claim)
     public = claim.raw["workload"].get("public_trace")
@@ -393,53 +392,19 @@ def cmd_verify(args) -> int:
     if "warning" in load:
         warnings.append(loud(load["warning"]))
     tokens = SegmentTokens(load_tokenizer(args.tokenizer))
-    prompts = materialize(trace, tokens)
-    sent = max(max(ids) for ids in prompts.values()) if cfg.send_ids else None
-    check_fits(trace, cfg.limits, sent if cfg.api == "completions" else None)
-    points = []
-    for i in range(1, args.repeats + 1):
-        print(
-            f"== {claim.id}: repeat {i} of {args.repeats}, {len(trace.requests)} requests",
-            file=sys.stderr,
-        )
-        res = run_trace(trace, prompts, cfg, tokens, slo)
-        warnings += res.warnings
-        points.append(SweepPoint(i, RunSummary.from_dict(res.summary), res.meta).to_dict())
+    n, repeats = len(trace.requests), range(1, args.repeats + 1)
+    runs = [(i, trace, f"{claim.id}: repeat {i} of {args.repeats}, {n} requests") for i in repeats]
+    m = measure(runs, cfg, tokens, slo)
     gpus = args.gpus or (claim.hardware[1] if args.hardware else 1)
-    settings = JudgeSettings.from_args(args)
-    summaries = [p["summary"] for p in points]
-    verdict = judge(claim, summaries, changes, settings, gpus, agreed, scored)
+    summaries = [p.summary for p in m.points]
+    verdict = judge(claim, summaries, changes, JudgeSettings.from_args(args), gpus, agreed, scored)
     verdict = dataclasses.replace(verdict, slo_source=slo_source)
-    median = sorted(points, key=lambda p: _figure(p["summary"], claim.figure))[len(points) // 2]
+    median = sorted(summaries, key=lambda s: _figure(s, claim.figure))[len(summaries) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
-    result = {
-        "stamp": stamp(
-            hw_name,
-            {
-                "url": cfg.base_url,
-                "api": cfg.api,
-                "send_ids": cfg.send_ids,
-                "model": points[0]["meta"]["model"],
-                "claim_file": str(claim.path),
-            },
-        ),
-        "workload": trace.spec.to_dict(),
-        "trace_source": trace.source,
-        "claim": claim.raw,
-        "sweep": {
-            "kind": "repeat",
-            "points": points,
-            "knee": None,
-            "slo": slo.ttft_p95_s,
-            "slo_text": slo.describe(),
-        },
-        "gpus": gpus,
-        "cost": _cost(claim, args, median["summary"]),
-        "load_generator": load,
-        "verdict": verdict.to_dict(),
-        "claim_check": check_claim(claim),
-        "warnings": warnings,
-    }
+    result = measured(m, cfg, hw_name, trace.spec.to_dict(), "repeat", slo, None, gpus,
+                      tuple(warnings), {"claim_file": str(claim.path)})  # fmt: skip
+    claimed = Claimed(claim.raw, trace.source, load, verdict, check_claim(claim))
+    result = dataclasses.replace(result, cost=_cost(claim, args, median), claimed=claimed)
     out = Path(args.out)
     paths = write_report(result, out)
     (out / "verdict.json").write_text(verdict.file_json())

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sglang_mx.measure.metrics import RequestResult, percentile
+from sglang_mx.measure.run_checks import Lag, SelfCheck
 
 PROBE_S = 0.005
 LAG_LIMIT_S = 0.010
@@ -86,14 +87,14 @@ class CpuClock:
         return time.process_time() - self.cpu0, time.perf_counter() - self.wall0
 
 
-def _dist(values: Sequence[float]) -> dict:
-    return {
-        "min": min(values) if values else float("nan"),
-        "p50": percentile(values, 50),
-        "p99": percentile(values, 99),
-        "max": max(values) if values else float("nan"),
-        "n": len(values),
-    }
+def _dist(values: Sequence[float]) -> Lag:
+    return Lag(
+        min=min(values) if values else float("nan"),
+        p50=percentile(values, 50),
+        p99=percentile(values, 99),
+        max=max(values) if values else float("nan"),
+        n=len(values),
+    )
 
 
 def ceiling_for(calibration: dict, processes: int) -> tuple[dict, str]:
@@ -135,29 +136,30 @@ def selfcheck(
     loop_late: Sequence[float],
     cpu_s: Sequence[float],
     wall_s: float,
-    summary: dict,
+    rates: tuple[float, float] = (math.nan, math.nan),
     calibration: dict | None = None,
-) -> dict:
+) -> SelfCheck:
     """The self-check record of one run from `len(cpu_s)` load processes (each one's CPU
-    seconds); `calibration` is calibrate.py's ceiling, if known."""
+    seconds); `rates` its (request_throughput, output_tok_s) and `calibration` calibrate.py's
+    ceiling, if known, which the rates are held against."""
     lags = [r.lag for r in results if r.lag == r.lag]  # NaN: never sent
     sched, loop = _dist(lags), _dist(loop_late)
     processes = len(cpu_s)
     per_process = [c / wall_s if wall_s > 0 else float("nan") for c in cpu_s]
     cpu = max(per_process)
     reasons = []
-    if sched["n"] and sched["p99"] > LAG_LIMIT_S:
-        reasons.append(f"schedule lag p99 {sched['p99'] * 1e3:.1f} ms > {LAG_LIMIT_S * 1e3:.0f} ms")
+    if sched.n and sched.p99 > LAG_LIMIT_S:
+        reasons.append(f"schedule lag p99 {sched.p99 * 1e3:.1f} ms > {LAG_LIMIT_S * 1e3:.0f} ms")
     early = [x for x in lags if x < -EARLY_LIMIT_S]
     if early:
         reasons.append(
             f"{len(early)} of {len(lags)} requests sent early (schedule lag min "
-            f"{sched['min'] * 1e3:.1f} ms < -{EARLY_LIMIT_S * 1e3:.0f} ms): the load generator "
+            f"{sched.min * 1e3:.1f} ms < -{EARLY_LIMIT_S * 1e3:.0f} ms): the load generator "
             "ran ahead of its schedule"
         )
-    if loop["n"] and loop["p99"] > LOOP_LAG_LIMIT_S:
+    if loop.n and loop.p99 > LOOP_LAG_LIMIT_S:
         reasons.append(
-            f"event-loop lag p99 {loop['p99'] * 1e3:.1f} ms > {LOOP_LAG_LIMIT_S * 1e3:.0f} ms"
+            f"event-loop lag p99 {loop.p99 * 1e3:.1f} ms > {LOOP_LAG_LIMIT_S * 1e3:.0f} ms"
         )
     if cpu > CPU_LIMIT:
         busiest = " (busiest of its processes)" if processes > 1 else ""
@@ -165,25 +167,25 @@ def selfcheck(
     basis = None
     if calibration:
         limit, basis = ceiling_for(calibration, processes)
-        for key, mine in (("req_s", "request_throughput"), ("tok_s", "output_tok_s")):
+        named = (("req_s", "request_throughput"), ("tok_s", "output_tok_s"))
+        for (key, mine), value in zip(named, rates, strict=True):
             ceiling = limit.get(key)
-            value = summary.get(mine)
             if ceiling and value and value >= NEAR_CEILING * ceiling:
                 reasons.append(
                     f"{mine} {value:.4g} is {value / ceiling:.0%} of the client's calibrated "
                     f"ceiling {ceiling:.4g}, {basis} (>= {NEAR_CEILING:.0%})"
                 )
-    return {
-        "schedule_lag_s": sched,
-        "early_sends": len(early),
-        "loop_lag_s": loop,
-        "client_cpu_s": sum(cpu_s),
-        "wall_s": wall_s,
-        "client_cpu_fraction": cpu,
-        "processes": processes,
-        "client_cpu_fraction_by_process": per_process,
-        "calibration": calibration or None,
-        "ceiling_basis": basis,
-        "client_bound": bool(reasons),
-        "reasons": reasons,
-    }
+    return SelfCheck(
+        schedule_lag_s=sched,
+        early_sends=len(early),
+        loop_lag_s=loop,
+        client_cpu_s=sum(cpu_s),
+        wall_s=wall_s,
+        client_cpu_fraction=cpu,
+        processes=processes,
+        client_cpu_fraction_by_process=tuple(per_process),
+        calibration=calibration or None,
+        ceiling_basis=basis,
+        client_bound=bool(reasons),
+        reasons=tuple(reasons),
+    )

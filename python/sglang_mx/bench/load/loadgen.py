@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from sglang_mx.bench.load.client_check import CpuClock, LoopProbe
@@ -60,6 +60,28 @@ def http_client(cfg):
     return httpx.AsyncClient(timeout=timeout, limits=limits, headers=headers)
 
 
+class Progress:
+    """The bar a one-process run draws on stderr as its requests finish (off: counts only)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.errors, self.enabled = total, 0, 0, enabled
+        self.t0 = time.perf_counter()
+
+    def tick(self, ok: bool) -> None:
+        self.done += 1
+        self.errors += 0 if ok else 1
+        if self.enabled:
+            width = 30
+            fill = int(width * self.done / self.total)
+            sys.stderr.write(
+                f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
+                f"errors {self.errors} {time.perf_counter() - self.t0:6.1f}s"
+            )
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
 async def drive(
     client,
     cfg,
@@ -67,7 +89,7 @@ async def drive(
     jobs: list[Job],
     t0: float,
     concurrency: int | None,
-    on_done: Callable[[RequestResult], None] | None = None,
+    progress: Progress | None = None,
     worker: int = 0,
 ) -> Driven:
     """Send `jobs` from this event loop against t0 (perf_counter); results in `jobs` order, each
@@ -97,8 +119,8 @@ async def drive(
         finally:
             done[j.id].set()
         res.worker = worker
-        if on_done is not None:
-            on_done(res)
+        if progress is not None:
+            progress.tick(res.ok)
         return res
 
     results = list(await asyncio.gather(*(one(j) for j in jobs)))

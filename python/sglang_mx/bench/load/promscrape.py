@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from sglang_mx.bench.load.client_check import Background
+from sglang_mx.measure.run_checks import ServerMetrics
 
 # our name -> the metric names that mean it (summed over their label sets)
 COUNTERS = {
@@ -112,10 +113,10 @@ class GaugeSampler(Background):
             self.samples.append({"t": time.perf_counter(), **pick(raw, GAUGES)})
             await asyncio.sleep(self.interval_s)
 
-    def summary(self) -> dict:
-        out: dict = {"engine": self.engine, "samples": len(self.samples)}
+    def summary(self) -> ServerMetrics:
+        gauges = {}
         for name in GAUGES:
             values = [s[name] for s in self.samples if name in s]
             if values:
-                out[name] = {"mean": sum(values) / len(values), "max": max(values)}
-        return out
+                gauges[name] = {"mean": sum(values) / len(values), "max": max(values)}
+        return ServerMetrics(self.engine, len(self.samples), gauges)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from sglang_mx.measure.run_checks import CacheBounds
+
 Segments = Sequence[tuple[str, int]]
 
 
@@ -83,7 +85,7 @@ def by_send_time(
     return out
 
 
-def outside_bounds(results: Sequence, chance: int) -> dict:
+def outside_bounds(results: Sequence, chance: int) -> CacheBounds:
     """Requests whose measured cached tokens fall below what the server held when they were
     sent, or above what they could find by their first token plus `chance` tokens (different
     segments may share a first token or two by chance): counts and the first of each."""
@@ -91,15 +93,11 @@ def outside_bounds(results: Sequence, chance: int) -> dict:
              and r.cached_tokens < r.reachable_cached]  # fmt: skip
     above = [r for r in results if r.ok and r.possible_cached is not None
              and r.cached_tokens > r.possible_cached + chance]  # fmt: skip
-    out: dict = {"below_reachable": len(below), "above_possible": len(above), "first": ""}
+    first = ""
     if below:
         r = below[0]
-        out["first"] = (
-            f"{r.request_id}: {r.cached_tokens} cached, {r.reachable_cached} held when sent"
-        )
+        first = f"{r.request_id}: {r.cached_tokens} cached, {r.reachable_cached} held when sent"
     elif above:
         r = above[0]
-        out["first"] = (
-            f"{r.request_id}: {r.cached_tokens} cached, at most {r.possible_cached} could be"
-        )
-    return out
+        first = f"{r.request_id}: {r.cached_tokens} cached, at most {r.possible_cached} could be"
+    return CacheBounds(len(below), len(above), first)

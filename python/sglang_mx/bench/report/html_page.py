@@ -15,11 +15,12 @@ from sglang_mx.bench.report.markdown import (
     COLUMNS,
     checks_lines,
     markdown,
-    summary_value,
+    table_rows,
     verdict_lines,
 )
+from sglang_mx.bench.report.result import BenchResult
 from sglang_mx.measure.compare import fmt_number
-from sglang_mx.measure.result_files import plot, write_files
+from sglang_mx.measure.result_files import plot, plot_labels, write_files
 
 STYLE = (
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
@@ -101,26 +102,22 @@ def _claim_check(record: dict) -> str:
     return f"<h2>The claim's arithmetic and price</h2><pre>{_e(render_check(record))}</pre>"
 
 
-def _table(result: dict) -> str:
-    sweep = result["sweep"]
-    head = "".join(f"<th>{_e(c)}</th>" for c in [sweep["kind"], *(c for c, _ in COLUMNS)])
-    rows = []
-    for p in sweep["points"]:
-        cells = [fmt_number(float(p["x"]))] + [
-            fmt_number(summary_value(p["summary"], k)) for _, k in COLUMNS
-        ]
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+def _table(result: BenchResult) -> str:
+    sweep = result.sweep
+    head = "".join(f"<th>{_e(c)}</th>" for c in [sweep.kind, *(c for c, _ in COLUMNS)])
+    rows = ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>"
+            for cells in table_rows(sweep.points)]  # fmt: skip
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _audit_tables(result: dict) -> str:
+def _audit_tables(result: BenchResult) -> str:
     out = []
-    for p in result["sweep"]["points"]:
-        a = p["summary"].get("audit")
+    for p in result.sweep.points:
+        a = p.summary.audit
         if not a:
             continue
         rows = []
-        for c in a["checks"]:
+        for c in a.checks:
             counts = ", ".join(
                 f"{k} {fmt_number(float(c[k]))}" for k in ("client", "usage", "server") if k in c
             )
@@ -131,18 +128,18 @@ def _audit_tables(result: dict) -> str:
                 f"<tr><td>{_e(c['check'])}</td><td>{_e(counts)}</td><td>{_e(state)}</td></tr>"
             )
         out.append(
-            f"<h3>Token audit, point {_e(p['x'])}</h3><table><tr><th>check</th>"
+            f"<h3>Token audit, point {_e(p.x)}</h3><table><tr><th>check</th>"
             f"<th>counts</th><th>result</th></tr>{''.join(rows)}</table>"
         )
     return "".join(out)
 
 
-def render(result: dict, images: list[str]) -> str:
-    st = result["stamp"]
+def render(result: BenchResult, images: list[str]) -> str:
+    st = result.stamp
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>{_e(result['workload'].get('name'))}</title><style>{STYLE}</style></head><body>",
-        f"<h1>Benchmark: {_e(result['workload'].get('name', 'custom'))}</h1>",
+        f"<title>{_e(result.workload.get('name'))}</title><style>{STYLE}</style></head><body>",
+        f"<h1>Benchmark: {_e(result.name)}</h1>",
         _list(
             [
                 f"date: {st['date']}",
@@ -153,15 +150,14 @@ def render(result: dict, images: list[str]) -> str:
             ]
         ),
     ]
-    if result.get("verdict"):
-        verdict = Verdict.from_dict(result["verdict"])
-        parts.append(_verdict(verdict))
-        parts.append(_gates(verdict))
-    if result.get("claim_check"):
-        parts.append(_claim_check(result["claim_check"]))
-    parts += [_table(result), "<h2>Checks</h2>", _list(checks_lines(result["sweep"]["points"]))]
+    if result.claimed:
+        parts.append(_verdict(result.claimed.verdict))
+        parts.append(_gates(result.claimed.verdict))
+        if result.claimed.claim_check:
+            parts.append(_claim_check(result.claimed.claim_check))
+    parts += [_table(result), "<h2>Checks</h2>", _list(checks_lines(result.sweep.points))]
     parts.append(_audit_tables(result))
-    cost = result.get("cost")
+    cost = result.cost
     if cost:
         parts.append(
             f"<h2>Cost</h2><p>${_e(cost['price_per_gpu_hour'])}/GPU-h; source: "
@@ -176,7 +172,7 @@ def render(result: dict, images: list[str]) -> str:
             )
             + "</table>"
         )
-    for w in result.get("warnings", []):
+    for w in result.warnings:
         parts.append(f'<p class="warn">WARNING: {_e(w)}</p>')
     parts.append("<h2>Plots</h2>")
     parts += [f'<img src="{_e(name)}" alt="{_e(name)}">' for name in images]
@@ -184,16 +180,15 @@ def render(result: dict, images: list[str]) -> str:
     return "\n".join(parts)
 
 
-def write_html(result: dict, outdir: Path, plots: list[Path]) -> Path:
-    path = outdir / "report.html"
-    path.write_text(render(result, [p.name for p in plots]))
-    return path
-
-
-def write_report(result: dict, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
-    """result.json, report.md, the PNG plots and report.html of one run in `outdir`."""
-    paths = write_files(result, Path(outdir), ("result.json", "report.md"), markdown, plot, plots)
-    paths["html"] = write_html(
-        result, Path(outdir), [p for k, p in paths.items() if k not in ("json", "markdown")]
-    )
+def write_report(result: BenchResult, outdir: str | Path, plots: bool = True) -> dict[str, Path]:
+    """result.json, report.md, the PNG plots and report.html of one result in `outdir`."""
+    outdir = Path(outdir)
+    names = ("result.json", "report.md")
+    paths = write_files(outdir, names, result.to_dict(), markdown(result))
+    if plots:
+        title, footer = plot_labels(result.name, result.stamp)
+        paths |= {p.stem: p for p in plot(result.sweep, result.gpus, title, footer, outdir)}
+    images = [p.name for k, p in paths.items() if k not in ("json", "markdown")]
+    paths["html"] = outdir / "report.html"
+    paths["html"].write_text(render(result, images))
     return paths

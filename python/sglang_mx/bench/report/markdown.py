@@ -1,18 +1,16 @@
-"""Reports: a result's markdown summary, stamped with hardware, versions, config, date, and its
-verdict and per-point check lines (the JSON and PNG plots: measure/result_files.py).
-
-A result is a dict: {"stamp", "workload", "sweep": {"kind", "points": [{"x", "summary"}], "knee"},
-"gpus", "cost"?, "warnings"?}; a single run is a sweep of one point."""
+"""report.md: a result's markdown summary, stamped with hardware, versions, config, date, and its
+verdict and per-point check lines (the JSON and PNG plots: measure/result_files.py). It reads a
+BenchResult (result.py); a single run is a sweep of one point."""
 
 from __future__ import annotations
 
 import json
-import math
 
 from sglang_mx.bench.claims.verdict import Verdict
+from sglang_mx.bench.report.result import BenchResult
 from sglang_mx.measure.compare import fmt_number
 from sglang_mx.measure.summary import check_figures
-from sglang_mx.measure.sweep import Knee
+from sglang_mx.measure.sweep import SweepPoint
 
 COLUMNS = (
     ("req/s", "request_throughput"),
@@ -31,70 +29,68 @@ COLUMNS = (
 check_figures((k for _, k in COLUMNS), "report.COLUMNS")
 
 
-def summary_value(summary: dict, dotted: str) -> float:
-    value = summary
-    for part in dotted.split("."):
-        value = value.get(part, math.nan) if isinstance(value, dict) else math.nan
-    return value
+def x_name(kind: str) -> str:
+    """A sweep's load as its table's first column names it."""
+    return "rate (req/s)" if kind == "rate" else kind
 
 
-def markdown(result: dict) -> str:
-    st, sweep = result["stamp"], result["sweep"]
-    x_name = "rate (req/s)" if sweep["kind"] == "rate" else sweep["kind"]
+def table_rows(points) -> list[list[str]]:
+    """One row of cells per point: its load, then each of COLUMNS."""
+    return [
+        [fmt_number(float(p.x))] + [fmt_number(p.summary.value(k)) for _, k in COLUMNS]
+        for p in points
+    ]
+
+
+def markdown(result: BenchResult) -> str:
+    st, sweep = result.stamp, result.sweep
+    x = x_name(sweep.kind)
     lines = [
-        f"# Benchmark: {result['workload'].get('name', 'custom')}",
+        f"# Benchmark: {result.name}",
         "",
         f"- date: {st['date']}",
-        f"- hardware: {st['hardware']} ({result.get('gpus', 1)} GPU(s) counted for cost)",
+        f"- hardware: {st['hardware']} ({result.gpus} GPU(s) counted for cost)",
         f"- client host: {st['client_host']}",
         f"- versions: {', '.join(f'{k} {v}' for k, v in st['versions'].items())}",
         f"- config: `{json.dumps(st.get('config', {}), sort_keys=True)}`",
-        f"- workload: `{json.dumps(result['workload'], sort_keys=True)}`",
+        f"- workload: `{json.dumps(result.workload, sort_keys=True)}`",
         "",
-        "| " + " | ".join([x_name] + [c for c, _ in COLUMNS]) + " |",
+        "| " + " | ".join([x] + [c for c, _ in COLUMNS]) + " |",
         "|" + "---:|" * (len(COLUMNS) + 1),
     ]
-    for p in sweep["points"]:
-        cells = [fmt_number(float(p["x"]))] + [
-            fmt_number(summary_value(p["summary"], k)) for _, k in COLUMNS
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    knee = sweep.get("knee")
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(sweep.points)]
     lines.append("")
-    for p in sweep["points"]:
-        s = p["summary"]
-        if s.get("errors"):
+    for p in sweep.points:
+        s = p.summary
+        if s.errors:
             lines.append(
-                f"Failed requests at {x_name} {p['x']}: {s['errors']} of {s['requests']}; "
-                f"first: `{s.get('first_error', '')[:300]}`"
+                f"Failed requests at {x} {p.x}: {s.errors} of {s.requests}; "
+                f"first: `{(s.first_error or '')[:300]}`"
             )
             lines.append("")
-    slo_text = sweep.get("slo_text") or f"TTFT p95 <= {sweep.get('slo', 5.0)} s"
-    if result.get("verdict"):
-        lines += verdict_lines(Verdict.from_dict(result["verdict"]))
-    elif knee:
-        k = Knee.from_dict(knee)
+    slo_text = sweep.slo_text or f"TTFT p95 <= {sweep.slo} s"
+    if result.claimed:
+        lines += verdict_lines(result.claimed.verdict)
+    elif sweep.knee:
+        k = sweep.knee
         lines.append(
-            f"Knee ({slo_text}, 100% success): {x_name} {k.x}, "
+            f"Knee ({slo_text}, 100% success): {x} {k.x}, "
             f"{fmt_number(k.output_tok_s)} output tok/s, TTFT p95 {fmt_number(k.ttft_p95_s)} s."
         )
     else:
         lines.append(f"No point met {slo_text} with 100% success.")
-    lines += ["", "Checks:", ""] + checks_lines(sweep["points"])
-    if result.get("cost"):
-        if result["cost"].get("price_source"):
+    lines += ["", "Checks:", ""] + checks_lines(sweep.points)
+    cost = result.cost
+    if cost:
+        if cost.get("price_source"):
             lines += [
                 "",
-                f"Price: ${result['cost']['price_per_gpu_hour']:g}/GPU-h, "
-                f"source: {result['cost']['price_source']}.",
+                f"Price: ${cost['price_per_gpu_hour']:g}/GPU-h, source: {cost['price_source']}.",
             ]
         lines += ["", "| cost figure | value |", "|---|---:|"]
-        lines += [
-            f"| {k} | {fmt_number(v)} |"
-            for k, v in result["cost"].items()
-            if isinstance(v, (int, float))
-        ]
-    for w in result.get("warnings", []):
+        lines += [f"| {k} | {fmt_number(v)} |" for k, v in cost.items()
+                  if isinstance(v, (int, float))]  # fmt: skip
+    for w in result.warnings:
         lines.append(f"\n> WARNING: {w}")
     return "\n".join(lines) + "\n"
 
@@ -117,51 +113,54 @@ def verdict_lines(v: Verdict) -> list[str]:
     return lines
 
 
-def checks_lines(points: list[dict]) -> list[str]:
+def checks_lines(points: tuple[SweepPoint, ...]) -> list[str]:
     """Per point: SLO gates, token audit, self-check and server metrics, one line each."""
     lines = []
     for p in points:
-        s, x = p["summary"], p["x"]
+        s, x = p.summary, p.x
         gates = ", ".join(
             f"{g['metric'][:-2]} p{g['percentile']} {fmt_number(g['value'])} "
             f"{'<=' if g['met'] else '>'} {g['limit']:g}"
-            for g in s.get("slo_gates", [])
+            for g in s.slo_gates or ()
         )
-        lines.append(f"- point {x}: SLO {'met' if s.get('slo_met') else 'MISSED'} ({gates})")
-        if s.get("expected_cached_tokens"):
+        lines.append(f"- point {x}: SLO {'met' if s.slo_met else 'MISSED'} ({gates})")
+        if s.expected_cached_tokens:
             lines.append(
-                f"  - cached tokens: {s['cached_tokens']} measured; "
-                f"{s.get('reachable_cached_tokens', '-')} held when each request was sent, "
-                f"{s.get('possible_cached_tokens', '-')} by its first token, "
-                f"{s['expected_cached_tokens']} designed"
+                f"  - cached tokens: {s.cached_tokens} measured; "
+                f"{_or_dash(s.reachable_cached_tokens)} held when each request was sent, "
+                f"{_or_dash(s.possible_cached_tokens)} by its first token, "
+                f"{s.expected_cached_tokens} designed"
             )
-        a = s.get("audit")
+        a = s.audit
         if a:
-            state = "ok" if a["ok"] else f"FAILED: {a['message']}"
+            state = "ok" if a.ok else f"FAILED: {a.message}"
             lines.append(
-                f"  - token audit {state} ({len(a['checks'])} checks"
-                + (f"; skipped: {'; '.join(a['skipped'])}" if a["skipped"] else "")
+                f"  - token audit {state} ({len(a.checks)} checks"
+                + (f"; skipped: {'; '.join(a.skipped)}" if a.skipped else "")
                 + ")"
             )
-        c = s.get("selfcheck")
+        c = s.selfcheck
         if c:
-            lag = c["schedule_lag_s"]
+            lag = c.schedule_lag_s
             lines.append(
-                f"  - load generator: schedule lag min {fmt_number(lag.get('min', math.nan) * 1e3)}"
-                f" / p50 {fmt_number(lag['p50'] * 1e3)} / p99 "
-                f"{fmt_number(lag['p99'] * 1e3)} ms, loop lag p99 "
-                f"{fmt_number(c['loop_lag_s']['p99'] * 1e3)} ms, "
-                f"client CPU {c['client_cpu_fraction']:.0%} of a core"
-                + (f"; CLIENT-BOUND: {'; '.join(c['reasons'])}" if c["client_bound"] else "")
+                f"  - load generator: schedule lag min {fmt_number(lag.min * 1e3)}"
+                f" / p50 {fmt_number(lag.p50 * 1e3)} / p99 "
+                f"{fmt_number(lag.p99 * 1e3)} ms, loop lag p99 "
+                f"{fmt_number(c.loop_lag_s.p99 * 1e3)} ms, "
+                f"client CPU {c.client_cpu_fraction:.0%} of a core"
+                + (f"; CLIENT-BOUND: {'; '.join(c.reasons)}" if c.client_bound else "")
             )
-        m = s.get("server_metrics") or {}
-        if m.get("samples"):
+        m = s.server_metrics
+        if m and m.samples:
             parts = [
                 f"{k} mean {fmt_number(v['mean'])} max {fmt_number(v['max'])}"
-                for k, v in m.items()
-                if isinstance(v, dict)
+                for k, v in m.gauges.items()
             ]
             lines.append(
-                f"  - server ({m['engine']} /metrics, {m['samples']} samples): " + ", ".join(parts)
+                f"  - server ({m.engine} /metrics, {m.samples} samples): " + ", ".join(parts)
             )
     return lines
+
+
+def _or_dash(n: int | None) -> str:
+    return "-" if n is None else str(n)

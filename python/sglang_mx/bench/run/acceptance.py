@@ -10,26 +10,28 @@ A server that counts tokens but no verify step ran no draft."""
 
 from __future__ import annotations
 
+from sglang_mx.measure.run_checks import Acceptance
 
-def measured(delta: dict) -> dict:
+
+def measured(delta: dict) -> Acceptance:
     """The run's acceptance record from promscrape.counter_delta over its measured requests:
     {"counted": False} when the server exports no counters; else `speculative` (did a draft
     run) and, when it did, `accept_length` with the counts behind it."""
     if not delta:
-        return {"counted": False}
+        return Acceptance(False)
     verify, drafts = delta.get("spec_verify_calls", 0.0), delta.get("spec_drafts", 0.0)
     if verify > 0:
         tokens = delta.get("generation_tokens", 0.0)
-        return {"counted": True, "speculative": True, "accept_length": tokens / verify,
-                "verify_steps": verify, "generation_tokens": tokens}  # fmt: skip
+        counts = {"verify_steps": verify, "generation_tokens": tokens}
+        return Acceptance(True, True, tokens / verify, counts)
     if drafts > 0:
         accepted = delta.get("spec_accepted_tokens", 0.0)
-        return {"counted": True, "speculative": True, "accept_length": 1 + accepted / drafts,
-                "drafts": drafts, "accepted_tokens": accepted}  # fmt: skip
-    return {"counted": True, "speculative": False, "accept_length": None}
+        counts = {"drafts": drafts, "accepted_tokens": accepted}
+        return Acceptance(True, True, 1 + accepted / drafts, counts)
+    return Acceptance(True, False, None)
 
 
-def judge(claim_spec: dict | None, runs: list[dict], tolerance: float) -> dict:
+def judge(claim_spec: dict | None, runs: list[Acceptance], tolerance: float) -> dict:
     """Blockers, failures and notes of a verify run's acceptance against the claim's
     `speculative` section (claims/claim_file.py): a draft claimed but absent, or a real accept
     length below (1 - tolerance) x the claimed one, refutes; a simulated one is reported beside
@@ -39,16 +41,16 @@ def judge(claim_spec: dict | None, runs: list[dict], tolerance: float) -> dict:
         return out
     claimed = claim_spec.get("accept_length")
     simulated = bool(claim_spec.get("simulated"))
-    lengths = [r.get("accept_length") for r in runs]
+    lengths = [r.accept_length for r in runs]
     out["record"] = {"algorithm": claim_spec.get("algorithm"), "claimed": claimed,
                      "simulated": simulated, "measured": lengths}  # fmt: skip
-    if not all(r.get("counted") for r in runs):
+    if not all(r.counted for r in runs):
         out["blockers"].append(
             "the claim states speculative decoding, but the server exports no counters to read "
             "its acceptance (SGLang: --enable-metrics): a run with them would decide"
         )
         return out
-    off = [i for i, r in enumerate(runs, 1) if not r["speculative"]]
+    off = [i for i, r in enumerate(runs, 1) if not r.speculative]
     if off:
         out["failures"].append(
             f"the claim states speculative decoding ({claim_spec.get('algorithm')}), but "

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sglang_mx.measure.metrics import RequestResult
+from sglang_mx.measure.run_checks import TokenAudit
 
 TOLERANCE = 0.01
 RETOKENIZE_TOLERANCE = 0.05
@@ -54,9 +55,10 @@ def audit(
     ignore_eos: bool,
     tolerance: float = TOLERANCE,
     retokenize_tolerance: float = RETOKENIZE_TOLERANCE,
-) -> dict:
+) -> TokenAudit:
     """The audit record of one run (see the module docstring); `server_delta` is
-    promscrape.counter_delta over the measured requests ({} when the server has no counters)."""
+    promscrape.counter_delta over the measured requests ({} when the server has no counters),
+    kept in the record as `server_counters`."""
     ok = [r for r in results if r.ok]
     rows, skipped = [], []
     usage = [r for r in ok if r.usage_reported]
@@ -115,16 +117,17 @@ def audit(
                 "ok": not short,
             }
         )
-    failed = [r["check"] for r in rows if not r["ok"]]
-    return {
-        "ok": not failed,
-        "checks": rows,
-        "failed": failed,
-        "skipped": skipped,
-        "tolerance": tolerance,
-        "retokenize_tolerance": retokenize_tolerance,
-        "message": "; ".join(_explain(r) for r in rows if not r["ok"]),
-    }
+    failed = tuple(r["check"] for r in rows if not r["ok"])
+    return TokenAudit(
+        ok=not failed,
+        checks=tuple(rows),
+        failed=failed,
+        skipped=tuple(skipped),
+        tolerance=tolerance,
+        retokenize_tolerance=retokenize_tolerance,
+        message="; ".join(_explain(r) for r in rows if not r["ok"]),
+        server_counters=server_delta,
+    )
 
 
 def _explain(row: dict) -> str:

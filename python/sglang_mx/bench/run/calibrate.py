@@ -63,16 +63,16 @@ def run_step(
         processes=processes,
     )
     res = run_trace(trace, prompts, cfg)
-    s, c = res.summary, res.summary["selfcheck"]
+    s, c = res.summary, res.summary.selfcheck
     return {
         "target_req_s": rate,
         "requests": n,
-        "errors": s["errors"],
-        "req_s": s["request_throughput"],
-        "tok_s": s["output_tok_s"],
-        "lag_p50_s": c["schedule_lag_s"]["p50"],
-        "lag_p99_s": c["schedule_lag_s"]["p99"],
-        "client_cpu": c["client_cpu_fraction"],
+        "errors": s.errors,
+        "req_s": s.request_throughput,
+        "tok_s": s.output_tok_s,
+        "lag_p50_s": c.schedule_lag_s.p50,
+        "lag_p99_s": c.schedule_lag_s.p99,
+        "client_cpu": c.client_cpu_fraction,
         "processes": processes,
     }
 

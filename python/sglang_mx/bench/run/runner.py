@@ -10,6 +10,7 @@ go out from this process or from `RunConfig.processes` worker processes on one c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import sys
 import time
@@ -18,12 +19,13 @@ from dataclasses import dataclass, field
 from sglang_mx.bench.load import promscrape
 from sglang_mx.bench.load.client_check import selfcheck
 from sglang_mx.bench.load.limits import BenchError, ServerLimits, check_fits, read_limits
-from sglang_mx.bench.load.loadgen import Job, drive, http_client, spread
+from sglang_mx.bench.load.loadgen import Job, Progress, drive, http_client, spread
 from sglang_mx.bench.load.reach import by_first_token, by_send_time, outside_bounds
 from sglang_mx.bench.load.stream import cached_tokens, endpoint_path, request_body, send_one
 from sglang_mx.bench.run import acceptance
 from sglang_mx.bench.run.audit import TOLERANCE, audit, count_client_output
 from sglang_mx.measure.metrics import RequestResult, Slo, summarize
+from sglang_mx.measure.summary import RunSummary
 from sglang_mx.measure.tracegen import Trace, TraceRequest
 
 # Measured vs designed cached tokens may differ by chance matches of a few tokens per request.
@@ -58,13 +60,13 @@ class RunConfig:
 @dataclass
 class RunResult:
     results: list[RequestResult]
-    summary: dict
+    summary: RunSummary
     warnings: list[str]
     meta: dict
 
     def to_dict(self) -> dict:
         return {
-            "summary": self.summary,
+            "summary": self.summary.to_dict(),
             "warnings": self.warnings,
             "meta": self.meta,
             "requests": [r.to_dict() for r in self.results],
@@ -75,26 +77,6 @@ def loud(message: str) -> str:
     bar = "!" * 78
     sys.stderr.write(f"\n{bar}\n!! {message}\n{bar}\n")
     return message
-
-
-class _Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.done, self.errors, self.enabled = total, 0, 0, enabled
-        self.t0 = time.perf_counter()
-
-    def tick(self, ok: bool) -> None:
-        self.done += 1
-        self.errors += 0 if ok else 1
-        if self.enabled:
-            width = 30
-            fill = int(width * self.done / self.total)
-            sys.stderr.write(
-                f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
-                f"errors {self.errors} {time.perf_counter() - self.t0:6.1f}s"
-            )
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 async def _first_model(client, base_url: str) -> str:
@@ -202,7 +184,7 @@ async def run_trace_async(
         if flushed and prime_warm > WARM_TOLERANCE_TOKENS * len(trace.prime):
             warnings.append(loud(f"CACHE WAS WARM after flushing: priming hit {prime_warm} tokens"))
 
-        progress = _Progress(len(trace.requests), cfg.progress and cfg.processes == 1)
+        progress = Progress(len(trace.requests), cfg.progress and cfg.processes == 1)
         concurrency = trace.spec.concurrency if trace.spec.arrival == "concurrency" else None
         before = await _quiet_metrics(client, cfg.base_url) if cfg.scrape_metrics else None
         sampler = promscrape.GaugeSampler(client, cfg.base_url, cfg.gauge_interval_s)
@@ -211,8 +193,7 @@ async def run_trace_async(
         jobs = [_job(r, prompts, tokens, cfg) for r in trace.requests]
         if cfg.processes == 1:
             t0 = time.perf_counter()
-            driven = [await drive(client, cfg, model, jobs, t0, concurrency,
-                                  lambda res: progress.tick(res.ok))]  # fmt: skip
+            driven = [await drive(client, cfg, model, jobs, t0, concurrency, progress)]
         else:
             t0, driven = await asyncio.to_thread(
                 spread, cfg, model, jobs, concurrency, cfg.processes
@@ -223,7 +204,6 @@ async def run_trace_async(
         await sampler.stop()
         after = await _settled_metrics(client, cfg.base_url, before, len(results))
     summary = summarize(results, slo)
-    summary["cache_bounds"] = outside_bounds(results, WARM_TOLERANCE_TOKENS)
     if tokens is not None:
         count_client_output(results, tokens.tokenizer)
     if tokens is not None and not cfg.send_ids and cfg.api == "completions":
@@ -232,28 +212,31 @@ async def run_trace_async(
             encoded = tokens.tokenizer.encode(text, add_special_tokens=False)
             r.client_prompt_tokens = len(encoded.ids)
     delta = promscrape.counter_delta(before, after)
-    summary["audit"] = audit(results, delta, cfg.ignore_eos, cfg.audit_tolerance)
-    summary["audit"]["server_counters"] = delta
-    summary["speculative"] = acceptance.measured(delta)
-    summary["selfcheck"] = selfcheck(
-        results,
-        [late for d in driven for late in d.loop_late],
-        [d.cpu_s for d in driven],
-        max(d.wall_s for d in driven),
+    summary = dataclasses.replace(
         summary,
-        cfg.calibration,
+        cache_bounds=outside_bounds(results, WARM_TOLERANCE_TOKENS),
+        audit=audit(results, delta, cfg.ignore_eos, cfg.audit_tolerance),
+        speculative=acceptance.measured(delta),
+        selfcheck=selfcheck(
+            results,
+            [late for d in driven for late in d.loop_late],
+            [d.cpu_s for d in driven],
+            max(d.wall_s for d in driven),
+            (summary.request_throughput, summary.output_tok_s),
+            cfg.calibration,
+        ),
+        server_metrics=sampler.summary(),
     )
-    summary["server_metrics"] = sampler.summary()
-    if not summary["audit"]["ok"]:
-        warnings.append(loud(f"TOKEN AUDIT FAILED: {summary['audit']['message']}"))
-    if summary["selfcheck"]["client_bound"]:
-        reasons = "; ".join(summary["selfcheck"]["reasons"])
+    if not summary.audit.ok:
+        warnings.append(loud(f"TOKEN AUDIT FAILED: {summary.audit.message}"))
+    if summary.selfcheck.client_bound:
+        reasons = "; ".join(summary.selfcheck.reasons)
         warnings.append(loud(f"CLIENT-BOUND: the load generator could not keep up ({reasons})"))
-    if summary["errors"]:
+    if summary.errors:
         warnings.append(
             loud(
-                f"{summary['errors']} of {summary['requests']} requests failed, first: "
-                f"{summary['first_error'][:300]}"
+                f"{summary.errors} of {summary.requests} requests failed, first: "
+                f"{summary.first_error[:300]}"
             )
         )
     warnings += cache_warnings(summary)
@@ -321,18 +304,19 @@ async def _settled_metrics(client, base_url: str, before, n_requests: int, wait_
         await asyncio.sleep(0.05)
 
 
-def cache_warnings(summary: dict) -> list[str]:
+def cache_warnings(summary: RunSummary) -> list[str]:
     """Loud messages when measured cached tokens stray from the trace's design: above it (a warm
     cache), below what the server could reach (eviction, pages, caching off), or the design
     itself out of reach because arrivals overlapped their prefix's first prefill."""
     out = []
-    ok = summary["completed"]
+    ok = summary.completed
     if not ok:
         return out
-    measured, expected = summary["cached_tokens"], summary["expected_cached_tokens"]
-    reachable = summary.get("reachable_cached_tokens", expected)
-    ceiling = max(expected, summary.get("possible_cached_tokens", expected))
-    tol = max(WARM_TOLERANCE_TOKENS * ok, WARM_TOLERANCE_FRACTION * summary["input_tokens"])
+    measured, expected = summary.cached_tokens, summary.expected_cached_tokens
+    reachable, possible = summary.reachable_cached_tokens, summary.possible_cached_tokens
+    reachable = expected if reachable is None else reachable
+    ceiling = max(expected, expected if possible is None else possible)
+    tol = max(WARM_TOLERANCE_TOKENS * ok, WARM_TOLERANCE_FRACTION * summary.input_tokens)
     if measured == 0 and reachable > 0:
         out.append(
             loud(
@@ -355,13 +339,13 @@ def cache_warnings(summary: dict) -> list[str]:
                 "caching off)"
             )
         )
-    bounds = summary.get("cache_bounds") or {}
-    if bounds.get("below_reachable") or bounds.get("above_possible"):
+    bounds = summary.cache_bounds
+    if bounds is not None and (bounds.below_reachable or bounds.above_possible):
         out.append(
             loud(
-                f"cached tokens out of bounds in {bounds['below_reachable']} request(s) below "
-                f"what the server held when they were sent and {bounds['above_possible']} above "
-                f"what they could find, first {bounds['first']}"
+                f"cached tokens out of bounds in {bounds.below_reachable} request(s) below "
+                f"what the server held when they were sent and {bounds.above_possible} above "
+                f"what they could find, first {bounds.first}"
             )
         )
     if reachable < expected - tol:

@@ -134,8 +134,8 @@ def test_two_processes_send_on_one_clock_and_keep_each_session_in_order(null_url
     starts = sorted((r.start, r.worker) for r in res.results if r.request_id.endswith("t0"))
     assert [w for _, w in starts[:4]] == [0, 1, 0, 1]
     # no send before its time, the minimum held to the clocks' bound (the plant: below)
-    print(f"schedule lag min {check['schedule_lag_s']['min'] * 1e3:.2f} ms")
-    assert check["schedule_lag_s"]["min"] >= -EARLY_LIMIT_S and check["early_sends"] == 0, check
+    print(f"schedule lag min {check.schedule_lag_s.min * 1e3:.2f} ms")
+    assert check.schedule_lag_s.min >= -EARLY_LIMIT_S and check.early_sends == 0, check
 
 
 def test_a_worker_that_starts_early_is_flagged(null_url, monkeypatch):
@@ -151,17 +151,17 @@ def test_a_worker_that_starts_early_is_flagged(null_url, monkeypatch):
     trace = _session_trace(sessions=12, turns=3, rate=20.0)
     res = run_trace(trace, {r.id: [1] * 8 for r in trace.requests}, _config(null_url, 2))
     assert all(r.ok for r in res.results), res.warnings
-    check, lags = res.summary["selfcheck"], {r.request_id: r.lag for r in res.results}
+    check, lags = res.summary.selfcheck, {r.request_id: r.lag for r in res.results}
     early = {r.request_id for r in res.results if r.lag < -EARLY_LIMIT_S}
     mine = {r.request_id for r in res.results if r.worker == EARLY_WORKER}
-    print(f"planted: schedule lag min {check['schedule_lag_s']['min'] * 1e3:.1f} ms, "
-          f"{check['early_sends']} of {len(lags)} early")  # fmt: skip
+    print(f"planted: schedule lag min {check.schedule_lag_s.min * 1e3:.1f} ms, "
+          f"{check.early_sends} of {len(lags)} early")  # fmt: skip
     # its first turns at least (a later turn goes early too when its previous one ended before
     # it was due), and none of the other worker's
     assert {i for i in mine if i.endswith("t0")} <= early <= mine, (early, lags)
-    assert -EARLY_S - 0.01 <= check["schedule_lag_s"]["min"] < -EARLY_LIMIT_S, check
-    assert check["early_sends"] == len(early) and check["client_bound"], check
-    assert any("sent early" in r for r in check["reasons"]), check["reasons"]
+    assert -EARLY_S - 0.01 <= check.schedule_lag_s.min < -EARLY_LIMIT_S, check
+    assert check.early_sends == len(early) and check.client_bound, check
+    assert any("sent early" in r for r in check.reasons), check.reasons
 
 
 def test_a_failing_worker_is_one_error_naming_it_not_a_hang(null_url):

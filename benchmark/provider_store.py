@@ -13,6 +13,7 @@
    PostgreSQL settlement, in the provider and in the server) runs during whichever request comes
    next, and on two cores a fixed order would always charge it to the same neighbour.
 
+   Then direct and the PostgreSQL provider alone, the same way, with nothing else started.
 3. Idle: one `SELECT 1` round trip after the connection sat idle 0, 3 and 10 ms. Interleaved
    paths leave each process idle between its requests, and on this box a process woken from
    idle answers late: the figure says how much of the added latency is waking up, not work.
@@ -205,7 +206,11 @@ def drivers(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]
     return out
 
 
-def added_latency(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str, Any]:
+def added_latency(
+    cluster: pg_local.LocalCluster, tmp: Path, n: int, alone: bool = False
+) -> dict[str, Any]:
+    """Every path interleaved (alone: direct and one provider on PostgreSQL, nothing else
+    started, so neither process sits idle while three others serve)."""
     port = free_port()
     script = Path(__file__).with_name("null_upstream.py")
     stack = ExitStack()
@@ -228,52 +233,59 @@ def added_latency(cluster: pg_local.LocalCluster, tmp: Path, n: int) -> dict[str
         for name, db in (("sqlite", lite), ("postgresql", cluster.url)):
             keys[name] = KeyStore(db).create("bench", 10**9, 10**9, 1e6)[1]  # capped: reserves
         flags = ("--default-rpm", "100000000")
-        p_lite = stack.enter_context(provider_process(up, pricing, lite, *flags))
         p_pg = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
-        # the balanced pair is its own two replicas, so each path's CPU is its own
-        p_pg2 = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
-        p_pg3 = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
-        lb = stack.enter_context(haproxy_process(free_port(), [p_pg2.url, p_pg3.url]))
-        paths = {
-            "provider_sqlite": (p_lite.url, keys["sqlite"], [p_lite]),
-            "provider_postgresql": (p_pg.url, keys["postgresql"], [p_pg]),
-            "haproxy_2x_provider_postgresql": (lb, keys["postgresql"], [p_pg2, p_pg3]),
-        }
-        direct_body = {"model": model, "prompt": "The quick brown fox", "max_tokens": 1}
-        prov_body = dict(direct_body, model="bench/tiny")
-        times: dict[str, list[float]] = {"direct": [], **{k: [] for k in paths}}
-        order = ["direct", *paths]
-        shuffle = random.Random(57).shuffle
-        with httpx.Client(timeout=60) as c:
-            for _ in range(20):  # warm every path
-                timed_post(c, up + "/v1/completions", direct_body, {})
-                for url, key, _ in paths.values():
-                    timed_post(
-                        c, url + "/v1/completions", prov_body, {"Authorization": f"Bearer {key}"}
-                    )
-            cpu0 = {p.proc.pid: cpu_seconds(p.proc.pid) for p in (p_lite, p_pg, p_pg2, p_pg3)}
-            for _ in range(n):
-                shuffle(order)
-                for name in order:
-                    if name == "direct":
-                        times[name].append(timed_post(c, up + "/v1/completions", direct_body, {}))
-                        continue
-                    url, key, _ = paths[name]
-                    h = {"Authorization": f"Bearer {key}"}
-                    times[name].append(timed_post(c, url + "/v1/completions", prov_body, h))
-            cpu = {pid: cpu_seconds(pid) - t for pid, t in cpu0.items()}
+        paths = {"provider_postgresql": (p_pg.url, keys["postgresql"], [p_pg])}
+        if not alone:
+            p_lite = stack.enter_context(provider_process(up, pricing, lite, *flags))
+            # the balanced pair is its own two replicas, so each path's CPU is its own
+            p_pg2 = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
+            p_pg3 = stack.enter_context(provider_process(up, pricing, cluster.url, *flags))
+            lb = stack.enter_context(haproxy_process(free_port(), [p_pg2.url, p_pg3.url]))
+            paths = {
+                "provider_sqlite": (p_lite.url, keys["sqlite"], [p_lite]),
+                **paths,
+                "haproxy_2x_provider_postgresql": (lb, keys["postgresql"], [p_pg2, p_pg3]),
+            }
+        return _interleaved(up, model, paths, n)
+
+
+def _interleaved(up: str, model: str, paths: dict[str, tuple], n: int) -> dict[str, Any]:
+    direct_body = {"model": model, "prompt": "The quick brown fox", "max_tokens": 1}
+    prov_body = dict(direct_body, model="bench/tiny")
+    times: dict[str, list[float]] = {"direct": [], **{k: [] for k in paths}}
+    order = ["direct", *paths]
+    shuffle = random.Random(57).shuffle
+    procs = [p for _, _, ps in paths.values() for p in ps]
+
+    def send(name: str) -> float:
+        if name == "direct":
+            return timed_post(c, up + "/v1/completions", direct_body, {})
+        url, key, _ = paths[name]
+        h = {"Authorization": f"Bearer {key}"}
+        return timed_post(c, url + "/v1/completions", prov_body, h)
+
+    with httpx.Client(timeout=60) as c:
+        for _ in range(20):  # warm every path
+            for name in order:
+                send(name)
+        cpu0 = {p.proc.pid: cpu_seconds(p.proc.pid) for p in procs}
+        for _ in range(n):
+            shuffle(order)
+            for name in order:
+                times[name].append(send(name))
+        cpu = {pid: cpu_seconds(pid) - t for pid, t in cpu0.items()}
     out: dict[str, Any] = {"requests": n, "upstream": "benchmark/null_upstream.py (not SGLang)",
                            "order": "shuffled per round (seed 57)",
                            "direct_p50_ms": 1e3 * pct(times["direct"], 50),
                            "direct_p99_ms": 1e3 * pct(times["direct"], 99)}  # fmt: skip
-    for name, (_, _, procs) in paths.items():
+    for name, (_, _, ps) in paths.items():
         diffs = [b - a for a, b in zip(times["direct"], times[name], strict=True)]
         out[name] = {
             "p50_ms": 1e3 * pct(times[name], 50),
             "p99_ms": 1e3 * pct(times[name], 99),
             "added_p50_ms": 1e3 * statistics.median(diffs),
             "added_p99_ms": 1e3 * (pct(times[name], 99) - pct(times["direct"], 99)),
-            "provider_cpu_us_per_request": 1e6 * sum(cpu[p.proc.pid] for p in procs) / n,
+            "provider_cpu_us_per_request": 1e6 * sum(cpu[p.proc.pid] for p in ps) / n,
         }
     out["load_avg_1m_after"] = os.getloadavg()[0]
     return out
@@ -309,6 +321,11 @@ def table(result: dict[str, Any]) -> None:
         r = a[name]
         print(f"  {name:32} added p50 {r['added_p50_ms']:.2f} ms  p99 {r['added_p99_ms']:.2f} ms"
               f"  CPU {r['provider_cpu_us_per_request']:.0f} us/req")  # fmt: skip
+    r = result["added_postgresql_alone"]["provider_postgresql"]
+    print(
+        f"  {'provider_postgresql alone':32} added p50 {r['added_p50_ms']:.2f} ms  p99 "
+        f"{r['added_p99_ms']:.2f} ms  CPU {r['provider_cpu_us_per_request']:.0f} us/req"
+    )
     idle = result["idle"]
     print("SELECT 1 after the connection sat idle: " + ", ".join(
         f"{k[5:].replace('_', ' ')} p50 {v['p50_us']:.0f} us"
@@ -331,7 +348,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax1.tick_params(axis="x", labelrotation=20, labelsize=7)
     a = result["added"]
     paths = ["provider_sqlite", "provider_postgresql", "haproxy_2x_provider_postgresql"]
-    ax2.bar(paths, [a[p]["added_p50_ms"] for p in paths])
+    alone = result["added_postgresql_alone"]["provider_postgresql"]["added_p50_ms"]
+    ax2.bar([*paths, "provider_postgresql_alone"], [a[p]["added_p50_ms"] for p in paths] + [alone])
     ax2.axhline(2.0, color="red", linestyle="--", label="2 ms target")
     ax2.set_ylabel("added p50 ms vs direct")
     ax2.set_title("added latency (null upstream)")
@@ -351,6 +369,9 @@ def main() -> int:
         "store": store_versions(),
         "drivers": on_fresh_cluster(lambda c: drivers(c, tmp, args.calls)),
         "added": on_fresh_cluster(lambda c: added_latency(c, tmp, args.requests)),
+        "added_postgresql_alone": on_fresh_cluster(
+            lambda c: added_latency(c, tmp, args.requests, alone=True)
+        ),
         "idle": on_fresh_cluster(idle_round_trip),
     }
     return finish(result, Path(args.out), table, plot)

@@ -159,5 +159,5 @@ def test_run_acceptance_from_prometheus_equals_sglangs_per_request_counts(mtp_se
     got = run_acceptance.measured(promscrape.counter_delta(before, after))
     tokens = sum(m["completion_tokens"] for m in metas)
     verify = sum(m["spec_verify_ct"] for m in metas)
-    assert got["speculative"] and got["verify_steps"] == verify, (got, metas)
-    assert got["accept_length"] == pytest.approx(tokens / verify)
+    assert got.speculative and got.counts["verify_steps"] == verify, (got, metas)
+    assert got.accept_length == pytest.approx(tokens / verify)

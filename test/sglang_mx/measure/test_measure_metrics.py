@@ -55,18 +55,18 @@ def test_summary_throughput_hit_rate_goodput():
         RequestResult("r3", start=3.0, error="HTTP 500"),
     ]
     s = summarize(rs, Slo(ttft_p95_s=5.0, ttft_s=5.0))
-    assert s["completed"] == 3 and s["errors"] == 1 and s["success_rate"] == 0.75
-    assert s["duration_s"] == pytest.approx(10.0)
-    assert s["output_tokens"] == 33 and s["input_tokens"] == 300
-    assert s["output_tok_s"] == pytest.approx(3.3)
-    assert s["total_tok_s"] == pytest.approx(33.3)
-    assert s["hit_rate"] == pytest.approx(180 / 300)
-    assert s["expected_hit_rate"] == pytest.approx(0.6)
-    assert s["ttft_s"]["p50"] == pytest.approx(2.0)
-    assert s["ttft_s"]["p95"] == pytest.approx(2.0 + 0.9 * 4.0)
-    assert s["tpot_s"]["mean"] == pytest.approx((0.1 + 0.1 + 0.2) / 3)
-    assert s["itl_s"]["p50"] == pytest.approx(0.1)
+    assert s.completed == 3 and s.errors == 1 and s.success_rate == 0.75
+    assert s.duration_s == pytest.approx(10.0)
+    assert s.output_tokens == 33 and s.input_tokens == 300
+    assert s.output_tok_s == pytest.approx(3.3)
+    assert s.total_tok_s == pytest.approx(33.3)
+    assert s.hit_rate == pytest.approx(180 / 300)
+    assert s.expected_hit_rate == pytest.approx(0.6)
+    assert s.ttft_s.p50 == pytest.approx(2.0)
+    assert s.ttft_s.p95 == pytest.approx(2.0 + 0.9 * 4.0)
+    assert s.tpot_s.mean == pytest.approx((0.1 + 0.1 + 0.2) / 3)
+    assert s.itl_s.p50 == pytest.approx(0.1)
     # two of three completed requests meet TTFT <= 5 s
-    assert s["goodput_req_s"] == pytest.approx(0.2)
-    assert s["goodput_output_tok_s"] == pytest.approx(2.2)
-    assert s["slo_met"] is False  # an error fails the SLO regardless of latency
+    assert s.goodput_req_s == pytest.approx(0.2)
+    assert s.goodput_output_tok_s == pytest.approx(2.2)
+    assert s.slo_met is False  # an error fails the SLO regardless of latency

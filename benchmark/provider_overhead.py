@@ -162,8 +162,9 @@ def streaming(upstream: str, provider: str, key: str, model: str, n: int, tokens
     return out
 
 
-def null_upstream_latency(tmp: Path, n: int, n_streams: int) -> dict[str, Any]:
-    """The latency and short-stream rows against benchmark/null_upstream.py instead of SGLang."""
+def null_upstream(stack: ExitStack) -> tuple[str, str]:
+    """Start benchmark/null_upstream.py, stopped when `stack` closes; its URL and model id once
+    it answers."""
     import subprocess
     import sys
 
@@ -172,17 +173,22 @@ def null_upstream_latency(tmp: Path, n: int, n_streams: int) -> dict[str, Any]:
     port = free_port()
     script = Path(__file__).with_name("null_upstream.py")
     proc = subprocess.Popen([sys.executable, str(script), str(port)])
+    stack.callback(lambda: (proc.kill(), proc.wait(timeout=10)))
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                model = httpx.get(url + "/v1/models", timeout=1).json()["data"][0]["id"]
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return url, httpx.get(url + "/v1/models", timeout=1).json()["data"][0]["id"]
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise
+            time.sleep(0.1)
+
+
+def null_upstream_latency(tmp: Path, n: int, n_streams: int) -> dict[str, Any]:
+    """The latency and short-stream rows against benchmark/null_upstream.py instead of SGLang."""
+    with ExitStack() as stack:
+        url, model = null_upstream(stack)
         pricing = write_pricing(tmp / "null-pricing.json", model)
         db = tmp / "null.sqlite"
         _, key = KeyStore(db).create("bench")
@@ -191,9 +197,6 @@ def null_upstream_latency(tmp: Path, n: int, n_streams: int) -> dict[str, Any]:
             out["short_streams"] = short_streams(url, prov.url, key, model, n_streams,
                                                  prov.proc.pid)  # fmt: skip
             return out
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def isolation_cost(upstream: str, pricing: Path, tmp: Path, n: int) -> list[dict[str, Any]]:

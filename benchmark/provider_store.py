@@ -46,7 +46,7 @@ from typing import Any
 
 import httpx
 from common import finish, parser, pct, run_meta
-from provider_overhead import cpu_seconds, timed_post, write_pricing
+from provider_overhead import cpu_seconds, null_upstream, timed_post, write_pricing
 from sglang_mx.provider import pg_local
 from sglang_mx.provider.haproxy import haproxy_process
 from sglang_mx.provider.keys import KeyStore
@@ -211,22 +211,8 @@ def added_latency(
 ) -> dict[str, Any]:
     """Every path interleaved (alone: direct and one provider on PostgreSQL, nothing else
     started, so neither process sits idle while three others serve)."""
-    port = free_port()
-    script = Path(__file__).with_name("null_upstream.py")
-    stack = ExitStack()
-    proc = subprocess.Popen([sys.executable, str(script), str(port)])
-    stack.callback(lambda: (proc.kill(), proc.wait(timeout=10)))
-    with stack:
-        up = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                model = httpx.get(up + "/v1/models", timeout=1).json()["data"][0]["id"]
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    with ExitStack() as stack:
+        up, model = null_upstream(stack)
         pricing = write_pricing(tmp / "pricing.json", model)
         lite = tmp / "bench.sqlite"
         keys = {}

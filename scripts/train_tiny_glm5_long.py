@@ -17,7 +17,10 @@ checkpointing), equal to transformers' forward at short length
 references back and a planted key/value recalled 1k-30k tokens later). RoPE: `long_rope`, read
 from SGLang 0.5.23's source. The output directory gets the bf16 weights, config.json (the
 --init config with the YaRN rope_parameters, max_position_embeddings and index_topk set), the
-tokenizer and a small record `long-training.json`; no optimizer state is ever written.
+tokenizer and a small record `long-training.json`; no optimizer state is ever written. Weights
+are written every `--save-every` minutes and when the run is stopped (SIGTERM or SIGINT: the
+step in flight ends first), so a sitting cut short keeps what it trained; the record's `final`
+says whether the run ended at its budget (or --max-steps) rather than cut short.
 
     nice python scripts/train_tiny_glm5_long.py --stage warmup --seq-lens 2048,4096 \
         --minutes 60 --out build/long-warmup
@@ -28,9 +31,11 @@ tokenizer and a small record `long-training.json`; no optimizer state is ever wr
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -135,6 +140,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, required=True, help="weights directory to write")
     ap.add_argument("--seq-lens", default="4096,8192", help="cycled per step")
     ap.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget")
+    ap.add_argument("--save-every", type=float, default=15.0,
+                    help="minutes between weight saves to --out (0: only at the end)")  # fmt: skip
     ap.add_argument("--max-steps", type=int, default=None)
     ap.add_argument("--lr", type=float, default=None, help="default: 1e-3 warmup, 3e-4 sparse")
     ap.add_argument("--topk", type=int, default=2048)
@@ -164,7 +171,25 @@ def main() -> None:
     data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed)
     lens = [int(n) for n in args.seq_lens.split(",")]
     budget, start, step = args.minutes * 60.0, time.monotonic(), 0
-    while time.monotonic() - start < budget and step < (args.max_steps or 1 << 62):
+    stop = []  # SIGTERM or SIGINT: finish the step, save, exit
+
+    def ask_stop(signum, _frame) -> None:
+        stop.append(signum)
+
+    signal.signal(signal.SIGTERM, ask_stop)
+    signal.signal(signal.SIGINT, ask_stop)
+
+    def save(weights, final: bool) -> None:
+        record = {"stage": args.stage, "steps": step, "seconds": round(time.monotonic() - start),
+                  "final": final, "seq_lens": lens, "lr": lr, "topk": args.topk,
+                  "chunk": args.chunk, "rope_parameters": model.config.rope_parameters,
+                  "init": str(init), "torch": torch.__version__,
+                  "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+        save_weights(weights, init, args.out, record)
+        print(f"wrote {args.out} at step {step}", flush=True)
+
+    saved_at = start
+    while time.monotonic() - start < budget and step < (args.max_steps or 1 << 62) and not stop:
         frac = (time.monotonic() - start) / budget
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * frac))
@@ -175,12 +200,11 @@ def main() -> None:
         step += 1
         print(f"step {step} len {len(sample.ids) - 1} {losses} "
               f"t {time.monotonic() - start:.0f}s", flush=True)  # fmt: skip
-    record = {"stage": args.stage, "steps": step, "seconds": round(time.monotonic() - start),
-              "seq_lens": lens, "lr": lr, "topk": args.topk, "chunk": args.chunk,
-              "rope_parameters": model.config.rope_parameters, "init": str(init),
-              "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}  # fmt: skip
-    save_weights(model.eval(), init, args.out, record)
-    print(f"wrote {args.out}")
+        if args.save_every > 0 and time.monotonic() - saved_at >= 60.0 * args.save_every:
+            # a copy: save_weights casts what it saves to bf16, and training goes on in fp32
+            save(copy.deepcopy(model), final=False)
+            saved_at = time.monotonic()
+    save(model.eval(), final=not stop)
 
 
 if __name__ == "__main__":

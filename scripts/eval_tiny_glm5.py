@@ -22,10 +22,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=256, help="tokens per window (> index_topk)")
     ap.add_argument("--corpus-mb", type=float, default=12.0, help="as in training")
     args = ap.parse_args()
-    bf16, mxfp4, ids, topk = glm5_held_out(args.threads, int(args.corpus_mb * 1e6))
+    bf16, mxfp4, ids, topk = glm5_held_out(args.threads, int(args.corpus_mb * 1e6), args)
 
     results: dict[str, dict] = {}
-    models = {"bf16": lambda: load_eager(bf16), "mxfp4_experts": lambda: load_hf_mxfp4(bf16, mxfp4)}
+    models = {"bf16": lambda: load_eager(bf16)}
+    if mxfp4:
+        models["mxfp4_experts"] = lambda: load_hf_mxfp4(bf16, mxfp4)
     for name, load in models.items():
         model = load()
         row = {}
@@ -58,6 +60,7 @@ def main() -> None:
         )
     config = {
         "model": "tiny-glm5 (GlmMoeDsaForCausalLM)",
+        "weights": {"bf16": str(bf16), "mxfp4": mxfp4 and str(mxfp4)},
         "windows": args.windows,
         "window_tokens": args.window,
         "index_topk": topk,
@@ -71,9 +74,11 @@ def main() -> None:
         config,
         results={
             "perplexity": results,
-            "mxfp4_relative_increase_sparse": results["mxfp4_experts"]["sparse"]
-            / results["bf16"]["sparse"]
-            - 1,
+            "mxfp4_relative_increase_sparse": (
+                results["mxfp4_experts"]["sparse"] / results["bf16"]["sparse"] - 1
+                if mxfp4
+                else None
+            ),
             "topk_mass_per_layer": mass,
         },
     )

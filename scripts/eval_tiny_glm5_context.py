@@ -26,7 +26,7 @@ from tiny_common import glm5_eval_parser, glm5_held_out, load_eager, write_recor
 # The 0-512 band is the trained range (sequences of 128/256/512 tokens); a model that keeps its
 # quality has later bands at or below it (more context), so 1.25x is already a clear loss.
 FACTOR = 1.25
-BAND_EDGES = (0, 512, 1024, 2048, 4096, 8192)  # decision bands
+BAND_EDGES = (0, 512, 1024, 2048, 4096, 8192, 16384, 32768)  # decision bands
 ISSUE_BANDS = ((0, 512), (512, 2048), (2048, 8192))  # the bands issue 26 names, reported too
 
 
@@ -67,12 +67,12 @@ def mass_by_band(model, window: torch.Tensor, k: int, bands) -> dict[str, list[d
             model.model.layers[owner].self_attn.indexer, hidden, q_resid, cos, sin
         )[0]
         scores = scores.masked_fill(~dsa.causal_mask(s), float("-inf"))
-        picked = scores.topk(k, dim=-1).indices
+        picked = scores.topk(min(k, s), dim=-1).indices
         del scores
         for i in members:
             att = cap.attention[i][0].masked_fill(~dsa.causal_mask(s), 0.0)
             got = att.gather(-1, picked).sum(-1)
-            best = att.topk(k, dim=-1).values.sum(-1)
+            best = att.topk(min(k, s), dim=-1).values.sum(-1)
             rand = k / torch.arange(1, s + 1, dtype=torch.float64)
             rows = []
             for a, b in bands:
@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=8192, help="tokens per window")
     ap.add_argument("--factor", type=float, default=FACTOR)
     args = ap.parse_args()
-    bf16, mxfp4, ids, topk = glm5_held_out(args.threads)
+    bf16, mxfp4, ids, topk = glm5_held_out(args.threads, args=args)
     n = args.length + 1
     if len(ids) < args.windows * n:
         raise SystemExit(f"held-out split has {len(ids)} tokens, need {args.windows * n}")
@@ -109,11 +109,12 @@ def main() -> None:
 
     ppl: dict[str, dict] = {}
     t0 = time.time()
-    runs = (
+    runs = [
         ("bf16", "sparse", lambda: load_eager(bf16), topk),
         ("bf16", "dense", lambda: load_eager(bf16), dsa.DENSE),
-        ("mxfp4_experts", "sparse", lambda: load_hf_mxfp4(bf16, mxfp4), topk),
-    )
+    ]
+    if mxfp4:
+        runs.append(("mxfp4_experts", "sparse", lambda: load_hf_mxfp4(bf16, mxfp4), topk))
     for name, mode, load, k in runs:
         model = load()
         dsa.set_index_topk(model, k)
@@ -149,10 +150,10 @@ def main() -> None:
         cells = ", ".join(f"{r['band'][0]}-{r['band'][1]} {r['indexer']:.3f}" for r in rows)
         print(f"layer {layer} top-{topk} dense mass: {cells}", flush=True)
 
-    served = [ppl["bf16"]["sparse"]["quality_context"], ppl["mxfp4_experts"]["sparse"]]
-    context = min(served[0], served[1]["quality_context"])
+    context = min(ppl[name]["sparse"]["quality_context"] for name in ppl)
     config = {
-        "model": "tiny-glm5 (GlmMoeDsaForCausalLM), trained on 128/256/512-token sequences",
+        "model": "tiny-glm5 (GlmMoeDsaForCausalLM)",
+        "weights": {"bf16": str(bf16), "mxfp4": mxfp4 and str(mxfp4)},
         "windows": args.windows,
         "window_tokens": args.length,
         "mass_windows": args.mass_windows,
@@ -169,7 +170,7 @@ def main() -> None:
         factor=args.factor,
         rule="quality_context = end of the longest run of bands from the first whose "
         "perplexity (indexer active, as served) <= factor x the first band's; the served "
-        "context is the smaller of bf16's and MXFP4's",
+        "context is the smaller of bf16's and MXFP4's (bf16's alone without an MXFP4 checkpoint)",
         quality_context=context,
         perplexity=ppl,
         topk_mass_by_band=mass_avg,

@@ -70,16 +70,31 @@ def glm5_eval_parser(
     ap = eval_parser(doc, out, windows, "held-out windows per perplexity")
     ap.add_argument("--mass-windows", type=int, default=mass_windows, help=mass_help)
     ap.add_argument("--threads", type=int, default=1, help="1 on a shared, loaded box")
+    ap.add_argument(
+        "--model",
+        help="bf16 weights directory to judge, e.g. a long-context trainer's --out "
+        "(default: the bundled glm5-bf16)",
+    )
+    ap.add_argument(
+        "--mxfp4",
+        help="its MXFP4 checkpoint; 'none' skips the MXFP4 rows (default: the bundled "
+        "glm5-mxfp4 with the bundled model, else none)",
+    )
     return ap
 
 
-def glm5_held_out(threads: int, corpus_bytes: int = CORPUS_BYTES):
-    """(bf16 dir, MXFP4 dir, held-out token stream, index_topk) of the bundled GLM-5 model, with
-    torch limited to `threads` threads."""
+def glm5_held_out(threads: int, corpus_bytes: int = CORPUS_BYTES, args=None):
+    """(bf16 dir, MXFP4 dir or None, held-out token stream, index_topk) of the GLM-5 model that
+    `args.model` / `args.mxfp4` name (default: the bundled pair), with torch limited to `threads`
+    threads."""
     from transformers import AutoTokenizer
 
     torch.set_num_threads(threads)
-    bf16, mxfp4 = bundled_model_path("glm5-bf16"), bundled_model_path("glm5-mxfp4")
+    bf16 = getattr(args, "model", None) or bundled_model_path("glm5-bf16")
+    mxfp4 = getattr(args, "mxfp4", None) or (
+        None if getattr(args, "model", None) else bundled_model_path("glm5-mxfp4")
+    )
+    mxfp4 = None if mxfp4 == "none" else mxfp4
     tok = AutoTokenizer.from_pretrained(bf16)
     _, held = stdlib_files(corpus_bytes)
     ids = encode_stream(tok, held, tok.eos_token_id)

@@ -1,4 +1,4 @@
-"""Typed records (issue 43): a verdict built by the real code path (verify.judge over a shipped
+"""Typed records (issue 43): a verdict built by the real code path (judge.judge over a shipped
 claim) survives its JSON round trip field for field, verdict.json is the subset of it that file
 has always held, and a record with a field it does not know is refused by name; a run summary
 from metrics.summarize (and each committed one in docs/results) survives its round trip, and a
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sglang_mx.bench.claims import judge
 from sglang_mx.bench.claims.claim_file import ClaimError, load_claim
 from sglang_mx.bench.claims.verdict import FILE_KEYS, Verdict
-from sglang_mx.bench.cli import verify_cli as verify
 from sglang_mx.bench.load.client_check import selfcheck
 from sglang_mx.bench.run.audit import audit
 from sglang_mx.measure.metrics import RequestResult, Slo, summarize
@@ -28,7 +28,7 @@ CLAIMS = ROOT / "benchmark" / "claims"
 
 
 def _summary(total_tok_s: float) -> RunSummary:
-    """One clean repeat with a real draft, as verify.judge reads it: its audit and self-check
+    """One clean repeat with a real draft, as judge.judge reads it: its audit and self-check
     from the runner's own checks (nothing off, nothing late)."""
     sent = [RequestResult(f"r{i}", lag=0.001 * i) for i in range(3)]
     return dataclasses.replace(
@@ -45,11 +45,11 @@ def _summary(total_tok_s: float) -> RunSummary:
 def _judged() -> Verdict:
     """A shipped claim with a draft (acceptance record), judged with an agreement record."""
     claim = load_claim(CLAIMS / "glm5-fp8-mi355x-inferencex-8k1k-mtp.yaml")
-    settings = verify.JudgeSettings(hardware="MI355X", gpus=4)
+    settings = judge.JudgeSettings(hardware="MI355X", gpus=4)
     agreed = {"reference": "http://ref", "top1": 0.93, "top_k": 5, "kl_topk_mean": 0.02,
               "positions": 96, "per_prompt": [{"prompt": 0}]}  # fmt: skip
     summaries = [_summary(x * 4) for x in (1900.0, 1880.0, 1910.0)]
-    return verify.judge(claim, summaries, ["lengths x0.5"], settings, 4, agreed=agreed)
+    return judge.judge(claim, summaries, ["lengths x0.5"], settings, 4, agreed=agreed)
 
 
 def test_a_judged_verdict_survives_its_json_round_trip():
@@ -143,6 +143,6 @@ def test_figure_names_are_checked_where_a_claim_names_one(tmp_path):
     path.write_text(yaml.safe_dump(claim))
     with pytest.raises(ClaimError, match="claimed.figure"):
         load_claim(path)
-    with pytest.raises(verify.BenchError, match="'tpot_s.p75' is not a figure"):
-        verify._figure(_run_summary(), "tpot_s.p75")
+    with pytest.raises(judge.BenchError, match="'tpot_s.p75' is not a figure"):
+        judge.figure_value(_run_summary(), "tpot_s.p75")
     assert "output_tok_s" in FIGURES and "ttft_s.p95" in FIGURES

@@ -10,6 +10,7 @@ import json
 
 import pytest
 from claim_files import write_claim
+from sglang_mx.bench.claims.judge import task_gate
 from sglang_mx.bench.cli import verbs as bench_cli
 from sglang_mx.bench.run import task_eval
 
@@ -33,12 +34,12 @@ def test_wilson_interval_and_the_gate():
     rec = {"task": "humaneval", "problems": 20, "of": 164, "passed": 2, "score": 0.1,
            "ci95": list(task_eval.wilson(2, 20))}  # fmt: skip
     claim = {"task": "humaneval", "score": 0.9, "source": "card"}
-    bad = task_eval.judge(rec, claim, 0.1)
+    bad = task_gate(rec, claim, 0.1)
     assert bad["failures"] and "first 20 of 164" in bad["failures"][0]
-    near = task_eval.judge({**rec, "passed": 15, "score": 0.75,
+    near = task_gate({**rec, "passed": 15, "score": 0.75,
                             "ci95": list(task_eval.wilson(15, 20))}, claim, 0.1)  # fmt: skip
     assert not near["failures"] and "straddles" in near["notes"][0]
-    assert task_eval.judge(None, claim, 0.1) == {"failures": [], "blockers": [], "notes": []}
+    assert task_gate(None, claim, 0.1) == {"failures": [], "blockers": [], "notes": []}
 
 
 @pytest.mark.server

@@ -141,24 +141,25 @@ def test_a_cpu_claim_is_judged_on_its_own_hardware(
 
 def test_a_missing_figure_is_an_error_naming_it():
     """A claimed figure the run's summary lacks is refused by name, not judged as NaN."""
-    from sglang_mx.bench.cli import verify_cli as verify
+    from sglang_mx.bench.claims.judge import BenchError, figure_value
     from sglang_mx.measure.metrics import RequestResult, summarize
 
     # every request failed: no latency was measured, so every distribution is NaN
     summary = dataclasses.replace(summarize([RequestResult("r0", error="x")]), output_tok_s=5.0)
-    assert verify._figure(summary, "output_tok_s") == 5.0
-    with pytest.raises(verify.BenchError, match="no 'ttft_s.p99'"):
-        verify._figure(summary, "ttft_s.p99")
+    assert figure_value(summary, "output_tok_s") == 5.0
+    with pytest.raises(BenchError, match="no 'ttft_s.p99'"):
+        figure_value(summary, "ttft_s.p99")
 
 
 def test_a_box_outside_the_hardware_table_is_judged_a_different_box(tmp_path):
     """`--hardware CPU` against an MI355X claim: a blocker naming both (it once raised "unknown
     hardware" after the whole run); the cost is the claim's price, named so, unless --price."""
     from sglang_mx.bench.claims.claim_file import load_claim
+    from sglang_mx.bench.claims.judge import JudgeSettings, hardware_blockers
     from sglang_mx.bench.cli import verify_cli as verify
 
     claim = load_claim(write_claim(tmp_path, 100.0))  # 8x MI355X
-    blockers = verify._hardware_blockers(claim, verify.JudgeSettings(hardware="CPU", gpus=None))
+    blockers = hardware_blockers(claim, JudgeSettings(hardware="CPU", gpus=None))
     assert blockers == [
         "hardware under test 1x CPU is not the claim's 8x MI355X: a run on 8x MI355X would decide"
     ]

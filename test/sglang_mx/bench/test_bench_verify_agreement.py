@@ -13,6 +13,7 @@ import math
 
 import pytest
 from claim_files import write_claim
+from sglang_mx.bench.claims.judge import agreement_bounds, agreement_gate
 from sglang_mx.bench.cli import verbs as bench_cli
 from sglang_mx.bench.load.limits import BenchError
 from sglang_mx.bench.run import agreement
@@ -36,23 +37,23 @@ def test_kl_topk_is_zero_for_equal_distributions_and_grows_with_disagreement():
 
 def test_bounds_come_from_the_flag_then_the_claim_then_the_default():
     claim = {"agreement": {"top1_min": 0.9, "kl_max": 0.1, "source": "vendor card"}}
-    assert agreement.bounds(claim, None) == (0.9, 0.1, "the claim's (vendor card)")
-    assert agreement.bounds(claim, 0.5) == (0.5, 0.1, "--agreement-top1 0.5")
-    assert agreement.bounds({}, None)[:2] == (agreement.DEFAULT_TOP1, None)
+    assert agreement_bounds(claim, None) == (0.9, 0.1, "the claim's (vendor card)")
+    assert agreement_bounds(claim, 0.5) == (0.5, 0.1, "--agreement-top1 0.5")
+    assert agreement_bounds({}, None)[:2] == (agreement.DEFAULT_TOP1, None)
     with pytest.raises(BenchError, match="a share in"):
-        agreement.bounds({}, 1.5)
+        agreement_bounds({}, 1.5)
 
 
 def test_judge_refutes_below_the_bound_and_notes_within():
     rec = {"reference": "http://ref", "top1": 0.5, "kl_topk_mean": 0.2, "top_k": 5,
            "positions": 100}  # fmt: skip
-    low = agreement.judge(rec, 0.8, None, "the default")
+    low = agreement_gate(rec, 0.8, None, "the default")
     assert low["failures"] and "top-1 0.500" in low["failures"][0] and not low["notes"]
-    ok = agreement.judge({**rec, "top1": 0.95}, 0.8, None, "the default")
+    ok = agreement_gate({**rec, "top1": 0.95}, 0.8, None, "the default")
     assert ok["notes"] and not ok["failures"]
-    kl = agreement.judge({**rec, "top1": 0.95}, 0.8, 0.1, "the claim's")
+    kl = agreement_gate({**rec, "top1": 0.95}, 0.8, 0.1, "the claim's")
     assert kl["failures"] and "KL <= 0.1" in kl["failures"][0]
-    assert agreement.judge(None, 0.8, None, "x") == {"failures": [], "notes": []}
+    assert agreement_gate(None, 0.8, None, "x") == {"failures": [], "notes": []}
 
 
 @pytest.fixture(scope="module")

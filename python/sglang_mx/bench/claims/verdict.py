@@ -86,7 +86,7 @@ FILE_KEYS = (
 
 @dataclass(frozen=True)
 class Verdict:
-    """The verdict record of a claim: decide() fills the numbers and the verdict, verify.judge
+    """The verdict record of a claim: decide() fills the numbers and the verdict, judge.judge
     the claim it is about and the gates' records (acceptance, task_eval, agreement: the JSON
     records of acceptance.py, task_eval.py and agreement.py), verify the SLO's source."""
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 from pathlib import Path
 
-from sglang_mx.bench.claims.verdict import Verdict, decide
+from sglang_mx.bench.claims.judge import JudgeSettings, claims_own_hardware, figure_value, judge
 from sglang_mx.bench.load.limits import BenchError
 from sglang_mx.bench.run.task_eval import TASKS
-from sglang_mx.measure.summary import RunSummary, is_figure
+from sglang_mx.measure.summary import RunSummary
 
 
 def _lengths(spec) -> str:
@@ -61,52 +60,6 @@ def build_trace(claim, args, limits):
             )
             spec = fitted
     return generate(spec), changes
-
-
-@dataclasses.dataclass(frozen=True)
-class JudgeSettings:
-    """What verify's flags say about judging a claim, read off the command line once
-    (from_args), so judge() takes no argparse Namespace."""
-
-    hardware: str | None = None  # --hardware: the hardware under test, None when not stated
-    gpus: int | None = None  # --gpus: GPUs under test, None for the hardware's (or claim's)
-    tolerance: float | None = None  # --tolerance, None for the claim's
-    agreement_top1: float | None = None  # --agreement-top1, None for the claim's or default
-
-    @classmethod
-    def from_args(cls, args) -> JudgeSettings:
-        return cls(args.hardware, args.gpus, args.tolerance, getattr(args, "agreement_top1", None))
-
-
-def _claims_own_hardware(claim, hardware: str | None) -> bool:
-    """--hardware names the claim's own hardware (which need not be in data/hardware.json:
-    a claim about this CPU box names `CPU`)."""
-    return bool(hardware) and hardware.lower() == claim.hardware[0].lower()
-
-
-def _hardware_blockers(claim, under: JudgeSettings) -> list[str]:
-    name, gpus = claim.hardware
-    if not under.hardware:
-        return [
-            f"hardware under test not stated: the claim is for {gpus}x {name}; run it there "
-            f"and say so (--hardware {name} --gpus {gpus}) to have it judged"
-        ]
-    if _claims_own_hardware(claim, under.hardware):
-        mine = under.gpus or gpus
-        if mine == gpus:
-            return []
-        return [f"{mine}x {name} under test is not the claim's {gpus}x {name}: run on {gpus}"]
-    from sglang_mx.capacity.hardware import get_hardware
-
-    try:
-        hw = get_hardware(under.hardware)
-        mine, named = under.gpus or hw.gpus_per_node, hw.name
-    except KeyError:  # not in data/hardware.json (this CPU box): named as given
-        mine, named = under.gpus or 1, under.hardware
-    return [
-        f"hardware under test {mine}x {named} is not the claim's {gpus}x {name}: a run on "
-        f"{gpus}x {name} would decide"
-    ]
 
 
 def offered_load(trace, claim) -> tuple[float, float]:
@@ -154,108 +107,6 @@ def load_processes(args, trace, claim, calibration) -> dict:
     return out
 
 
-def _figure(summary: RunSummary, figure: str) -> float:
-    if not is_figure(figure):
-        raise BenchError(f"{figure!r} is not a figure of a run summary (summary.FIGURES)")
-    value = float(summary.value(figure))
-    if math.isnan(value):
-        raise BenchError(f"the run's summary has no {figure!r}, the figure the claim names")
-    return value
-
-
-def judge(
-    claim,
-    summaries: list[RunSummary],
-    changes: list[str],
-    settings: JudgeSettings,
-    gpus: int,
-    agreed: dict | None = None,
-    scored: dict | None = None,
-) -> Verdict:
-    """The verdict of a verify run (verdict.decide over the repeats' figures); `agreed`:
-    the endpoint's agreement with --reference (agreement.measure), when one was given; `scored`:
-    the task eval of a claim that states `accuracy` (task_eval.run_humaneval)."""
-    from sglang_mx.bench.run import acceptance, agreement, task_eval
-    from sglang_mx.measure.run_checks import Acceptance
-
-    blockers = []
-    if changes:
-        blockers.append(
-            "workload scaled (" + "; ".join(changes) + "): a scaled run measures "
-            "another workload, so it can neither reproduce nor refute the claim; a run of the "
-            "claim's own workload would decide"
-        )
-    blockers += _hardware_blockers(claim, settings)
-    failures, figure_blockers = [], []
-    for i, s in enumerate(summaries, 1):
-        if s.audit and not s.audit.ok:  # the server misreports what it served: evidence
-            failures.append(f"repeat {i}: token audit failed: {s.audit.message}")
-        if s.selfcheck and s.selfcheck.client_bound:
-            figure_blockers.append(
-                f"repeat {i}: client-bound: {'; '.join(s.selfcheck.reasons)}; a load "
-                "generator with room to spare would decide (bench calibrate)"
-            )
-        if s.errors:
-            failures.append(
-                f"repeat {i}: {s.errors} of {s.requests} requests failed, "
-                f"first: {(s.first_error or '')[:200]}"
-            )
-        missed = s.failed_gates()
-        if missed:
-            text = ", ".join(
-                f"{g['metric'][:-2].upper()} p{g['percentile']} {g['value']:.4g} s "
-                f"> {g['limit']:g} s"
-                for g in missed
-            )
-            failures.append(f"repeat {i} missed the SLO: {text}")
-    tolerance = claim.tolerance if settings.tolerance is None else settings.tolerance
-    spec = acceptance.judge(
-        claim.raw.get("speculative"), [s.speculative or Acceptance(False) for s in summaries],
-        tolerance,
-    )  # fmt: skip
-    blockers += spec["blockers"]
-    failures += spec["failures"]
-    top1_min, kl_max, bound_source = agreement.bounds(claim.raw, settings.agreement_top1)
-    gate = agreement.judge(agreed, top1_min, kl_max, bound_source)
-    failures += gate["failures"]
-    task = task_eval.judge(scored, claim.raw.get("accuracy"), tolerance)
-    failures += task["failures"]
-    gate["notes"] += task["notes"]
-    stated = claim.raw.get("accuracy")
-    if stated and scored is None:
-        gate["notes"].append(
-            f"accuracy: the claim states {stated['task']} {stated['score']:g}; not checked here "
-            + ("(--accuracy-problems 0)" if stated["task"].lower() in task_eval.TASKS
-               else f"(this project ships no {stated['task']} eval; it ships {task_eval.TASKS})")
-        )  # fmt: skip
-    divide = gpus if claim.per == "gpu" else 1
-    values = [_figure(s, claim.figure) / divide for s in summaries]
-    v = decide(
-        claim.value, values, claim.higher_is_better, tolerance, blockers, failures, figure_blockers
-    )
-    return dataclasses.replace(
-        v,
-        reasons=v.reasons + tuple(spec["notes"] + gate["notes"]),
-        acceptance=spec["record"],
-        task_eval=None if scored is None else {
-            **{k: x for k, x in scored.items() if k != "per_problem"},
-            "claimed": (stated or {}).get("score"),
-        },
-        agreement=None if agreed is None else {
-            **{k: x for k, x in agreed.items() if k != "per_prompt"},
-            "top1_min": top1_min, "kl_max": kl_max, "bounds": bound_source,
-        },
-        claim=claim.id,
-        figure=claim.figure,
-        per=claim.per,
-        claim_text=claim.describe(),
-        scaled=bool(changes),
-        changes=tuple(changes),
-        repeats=len(summaries),
-        gpus_under_test=gpus,
-    )  # fmt: skip
-
-
 def verify_slo(claim, args):
     """The SLO a verify run is judged by, and where it came from: the claim's, with each --slo*
     flag given on the command line taking the place of the claim's value (no flag is accepted
@@ -279,7 +130,7 @@ def _cost(claim, args, summary: RunSummary) -> dict:
     try:
         gpus, price, _, source = cost_inputs(args)
     except BenchError:  # not in the table: the claim's own hardware (CPU) or another box
-        own = _claims_own_hardware(claim, args.hardware)
+        own = claims_own_hardware(claim, args.hardware)
         gpus, price = args.gpus or (claim.hardware[1] if own else 1), args.price or 0.0
         source = "--price on the command line" if price else ""
     if not price:  # nothing stated here: the claim's own price, named as such
@@ -369,9 +220,10 @@ def cmd_verify(args) -> int:
         raise BenchError(f"claim {claim.id!r}: {exc}") from None
     agreed = None
     if args.reference:  # before the load: a model that computes the wrong thing fails fast
+        from sglang_mx.bench.claims.judge import agreement_bounds
         from sglang_mx.bench.run import agreement
 
-        agreement.bounds(claim.raw, args.agreement_top1)  # a bad flag stops the run here
+        agreement_bounds(claim.raw, args.agreement_top1)  # a bad flag stops the run here
         print(f"== {claim.id}: agreement with {args.reference}", file=sys.stderr)
         agreed = agreement.measure(
             cfg.base_url, args.reference.rstrip("/"), args.model, args.reference_model,
@@ -399,7 +251,7 @@ def cmd_verify(args) -> int:
     summaries = [p.summary for p in m.points]
     verdict = judge(claim, summaries, changes, JudgeSettings.from_args(args), gpus, agreed, scored)
     verdict = dataclasses.replace(verdict, slo_source=slo_source)
-    median = sorted(summaries, key=lambda s: _figure(s, claim.figure))[len(summaries) // 2]
+    median = sorted(summaries, key=lambda s: figure_value(s, claim.figure))[len(summaries) // 2]
     hw_name = f"{gpus}x {args.hardware}" if args.hardware else None
     result = measured(m, cfg, hw_name, trace.spec.to_dict(), "repeat", slo, None, gpus,
                       tuple(warnings), {"claim_file": str(claim.path)})  # fmt: skip

@@ -16,7 +16,7 @@ same tokens:
 
 The gate: top-1 agreement at least the bound (the claim's `agreement.top1_min`, else
 `--agreement-top1`, else DEFAULT_TOP1) and, where the claim states one, KL at most
-`agreement.kl_max`. Agreement below the bound refutes the claim (verify.judge)."""
+`agreement.kl_max`. Agreement below the bound refutes the claim (claims/judge.py)."""
 
 from __future__ import annotations
 
@@ -148,40 +148,3 @@ def measure(
         "top_k": TOP_K,
         "per_prompt": per_prompt,
     }
-
-
-def bounds(claim_raw: dict, top1_flag: float | None) -> tuple[float, float | None, str]:
-    """(top-1 minimum, KL maximum or None, where they came from): the claim's `agreement`
-    section, a flag given on the command line over it, else the defaults."""
-    stated = claim_raw.get("agreement") or {}
-    kl_max = stated.get("kl_max")
-    if top1_flag is not None:
-        if not 0 < top1_flag <= 1:
-            raise BenchError(f"--agreement-top1 {top1_flag}: a share in (0, 1]")
-        return top1_flag, kl_max, f"--agreement-top1 {top1_flag:g}"
-    if "top1_min" in stated:
-        return float(stated["top1_min"]), kl_max, f"the claim's ({stated.get('source', '')})"
-    return DEFAULT_TOP1, kl_max, f"the default (top-1 >= {DEFAULT_TOP1:g})"
-
-
-def judge(record: dict | None, top1_min: float, kl_max: float | None, source: str) -> dict:
-    """Failures and notes of the agreement gate; no record (no --reference): nothing."""
-    out: dict = {"failures": [], "notes": []}
-    if record is None:
-        return out
-    what = (
-        f"agreement with the reference {record['reference']}: top-1 {record['top1']:.3f}, "
-        f"top-{record['top_k']} KL {record['kl_topk_mean']:.3g} nats over "
-        f"{record['positions']} positions"
-    )
-    bound = f"top-1 >= {top1_min:g}" + (f", KL <= {kl_max:g}" if kl_max is not None else "")
-    low = record["top1"] < top1_min
-    high_kl = kl_max is not None and record["kl_topk_mean"] > kl_max
-    if low or high_kl:
-        out["failures"].append(
-            f"accuracy: {what}, outside {bound} (bounds: {source}): the endpoint does not "
-            "compute what the reference deployment of the model does"
-        )
-    else:
-        out["notes"].append(f"{what}, within {bound} (bounds: {source})")
-    return out

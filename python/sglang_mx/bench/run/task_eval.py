@@ -7,7 +7,7 @@ Each problem's prompt (a signature and docstring) goes to the endpoint's complet
 stopped at the next top-level statement (as HumanEval's paper samples); the program prompt +
 completion + the problem's tests + `check(entry_point)` runs in a fresh isolated Python process
 (`python -I`, a temporary directory, a time limit); it passes when that process exits 0. The
-score is pass@1 over the problems run, with its 95% Wilson interval; the gate (verify.judge)
+score is pass@1 over the problems run, with its 95% Wilson interval; the gate (claims/judge.py)
 refutes a claimed score whose interval's top is below (1 - tolerance) x the claim."""
 
 from __future__ import annotations
@@ -99,34 +99,3 @@ def run_humaneval(url: str, model: str | None, api_key: str | None, limit: int |
     lo, hi = wilson(k, n)
     return {"task": "humaneval", "problems": n, "of": 164, "passed": k, "score": k / n,
             "ci95": [lo, hi], "per_problem": rows}  # fmt: skip
-
-
-def judge(record: dict | None, claimed: dict | None, tolerance: float) -> dict:
-    """Failures, blockers and notes of the task-eval gate against the claim's `accuracy`."""
-    out: dict = {"failures": [], "blockers": [], "notes": []}
-    if record is None:
-        return out
-    lo, hi = record["ci95"]
-    what = (
-        f"{record['task']} pass@1 {record['score']:.3f} ({record['passed']} of "
-        f"{record['problems']} problems; 95% interval [{lo:.3f}, {hi:.3f}])"
-    )
-    if record["problems"] < record["of"]:
-        what += f", the first {record['problems']} of {record['of']}"
-    if not claimed:
-        out["notes"].append(f"accuracy: {what}; the claim states no score")
-        return out
-    floor = claimed["score"] * (1 - tolerance)
-    if hi < floor:
-        out["failures"].append(
-            f"accuracy: {what}, below the claimed {claimed['score']:g} ({claimed['source']}) "
-            f"x {1 - tolerance:g} = {floor:.3g} over the whole interval"
-        )
-    elif lo >= floor:
-        out["notes"].append(f"accuracy: {what}, at least the claimed {claimed['score']:g}")
-    else:
-        out["notes"].append(
-            f"accuracy: {what} straddles the claimed {claimed['score']:g} x {1 - tolerance:g}: "
-            "more problems would decide"
-        )
-    return out

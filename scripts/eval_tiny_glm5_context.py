@@ -41,6 +41,11 @@ def position_nll(model, windows: list[torch.Tensor]) -> torch.Tensor:
     return total / len(windows)
 
 
+def eager_nll(model, windows: list[torch.Tensor], _k: int) -> torch.Tensor:
+    """position_nll with the top-k the model is set to (dsa.set_index_topk)."""
+    return position_nll(model, windows)
+
+
 def band_ppl(nll: torch.Tensor, bands) -> list[dict]:
     return [
         {"band": [a, b], "perplexity": math.exp(float(nll[a:b].mean()))}
@@ -98,7 +103,19 @@ def main() -> None:
                           "windows for top-k mass")  # fmt: skip
     ap.add_argument("--length", type=int, default=8192, help="tokens per window")
     ap.add_argument("--factor", type=float, default=FACTOR)
+    ap.add_argument(
+        "--chunked",
+        action="store_true",
+        help="measure through long_eval.py (query chunks, no L x L matrix: needed past ~8k "
+        "tokens here) instead of transformers' eager forward",
+    )
     args = ap.parse_args()
+    if args.chunked:
+        import long_eval
+
+        nll_of, mass_of = long_eval.position_nll, long_eval.mass_by_band
+    else:
+        nll_of, mass_of = eager_nll, mass_by_band
     bf16, mxfp4, ids, topk = glm5_held_out(args.threads, args=args)
     n = args.length + 1
     if len(ids) < args.windows * n:
@@ -118,7 +135,7 @@ def main() -> None:
     for name, mode, load, k in runs:
         model = load()
         dsa.set_index_topk(model, k)
-        nll = position_nll(model, windows)
+        nll = nll_of(model, windows, k)
         rows = band_ppl(nll, bands)
         ppl.setdefault(name, {})[mode] = {
             "bands": rows,
@@ -131,7 +148,7 @@ def main() -> None:
     model = load_eager(bf16)
     mass: dict[str, list[dict]] = {}
     for w in windows[: args.mass_windows]:
-        for layer, rows in mass_by_band(model, w[:-1], topk, bands).items():
+        for layer, rows in mass_of(model, w[:-1], topk, bands).items():
             mass.setdefault(layer, []).append(rows)
     mass_avg = {
         layer: [
@@ -159,7 +176,12 @@ def main() -> None:
         "mass_windows": args.mass_windows,
         "index_topk": topk,
         "split": "stdlib held-out, files joined by eos",
-        "compute": "transformers, float32, eager attention",
+        "compute": "float32, "
+        + (
+            "scripts/long_eval.py (query chunks of 512)"
+            if args.chunked
+            else "transformers, eager attention"
+        ),
         "threads": args.threads,
     }
     write_record(

@@ -57,7 +57,10 @@ class LongData:
     def _encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False)["input_ids"]
 
-    def sample(self, index: int, length: int) -> Sample:
+    def sample(self, index: int, length: int, gap: int | None = None) -> Sample:
+        """Sequence `index` of `length` tokens; `gap` puts the planted line that far from the end
+        (the retrieval probe) instead of the seeded draw (which is made either way, so the rest
+        of the sequence is the same)."""
         rng = random.Random(self.seed * 1_000_003 + index)
         name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{rng.randrange(100, 1000)}"
         value = f"{rng.randrange(16**6):06x}"
@@ -66,7 +69,8 @@ class LongData:
         answer = self._encode(value)
         tail = self._encode("'\n")
         lo = min(self.min_gap, length // 2)
-        gap = rng.randint(lo, max(lo, min(self.max_gap, length - len(plant) - 64)))
+        drawn = rng.randint(lo, max(lo, min(self.max_gap, length - len(plant) - 64)))
+        gap = drawn if gap is None else min(gap, length - len(plant) - 64)
         body = length + 1 - len(ask) - len(answer) - len(tail)
         text: list[int] = []
         starts: list[int] = []  # where each file begins in `text`

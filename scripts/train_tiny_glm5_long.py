@@ -96,15 +96,23 @@ def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: 
 
 
 def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
-               kl_weight: float = 1.0) -> dict:  # fmt: skip
-    """One forward + backward + optimizer step on ids [L + 1]; the losses."""
+               kl_weight: float = 1.0, answer: torch.Tensor | None = None,
+               answer_weight: float = 0.0) -> dict:  # fmt: skip
+    """One forward + backward + optimizer step on ids [L + 1]; the losses. `answer` [L] marks the
+    planted value's tokens (long_data.Sample.answer): their mean cross-entropy is added with
+    `answer_weight` (a handful of tokens in 4k-32k otherwise weigh nothing in the LM loss)."""
     logits, kl = forward(model, ids[:-1], st)
+    out = {}
     if stage == "warmup":
         lm = torch.zeros(())
         loss = kl
     else:
         lm = torch.nn.functional.cross_entropy(logits, ids[1:])
         loss = lm + kl_weight * kl
+        if answer_weight and answer is not None and bool(answer.any()):
+            recall = torch.nn.functional.cross_entropy(logits[answer], ids[1:][answer])
+            loss = loss + answer_weight * recall
+            out["answer"] = recall.item()
     opt.zero_grad(set_to_none=True)
     loss.backward()
     idx = {id(p) for p in indexer_params(model)}
@@ -112,7 +120,7 @@ def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
     if main:
         torch.nn.utils.clip_grad_norm_(main, 1.0)
     opt.step()
-    return {"lm": lm.item(), "indexer_kl": kl.item()}
+    return {"lm": lm.item(), "indexer_kl": kl.item(), **out}
 
 
 def save_weights(model, init: Path, out: Path, record: dict) -> None:
@@ -149,6 +157,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--chunk", type=int, default=512, help="queries per attention chunk")
     ap.add_argument("--checkpoint-layers", action="store_true")
     ap.add_argument("--kl-weight", type=float, default=1.0)
+    ap.add_argument("--answer-weight", type=float, default=0.0,
+                    help="weight of the planted value's cross-entropy (sparse stage)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     return ap
@@ -182,7 +192,9 @@ def main() -> None:
     def save(weights, final: bool) -> None:
         record = {"stage": args.stage, "steps": step, "seconds": round(time.monotonic() - start),
                   "final": final, "seq_lens": lens, "lr": lr, "topk": args.topk,
-                  "chunk": args.chunk, "rope_parameters": model.config.rope_parameters,
+                  "chunk": args.chunk, "kl_weight": args.kl_weight,
+                  "answer_weight": args.answer_weight,
+                  "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip
         save_weights(weights, init, args.out, record)
@@ -196,7 +208,8 @@ def main() -> None:
         sample = data.sample(step, lens[step % len(lens)])
         st = settings(args.stage, args.topk, args.chunk, len(sample.ids) - 1,
                       args.checkpoint_layers)  # fmt: skip
-        losses = train_step(model, opt, sample.ids, st, args.stage, args.kl_weight)
+        losses = train_step(model, opt, sample.ids, st, args.stage, args.kl_weight,
+                            sample.answer, args.answer_weight)  # fmt: skip
         step += 1
         print(f"step {step} len {len(sample.ids) - 1} {losses} "
               f"t {time.monotonic() - start:.0f}s", flush=True)  # fmt: skip

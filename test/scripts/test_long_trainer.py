@@ -172,3 +172,26 @@ def test_long_data_is_seeded_split_and_planted():
     text = tok.decode(a.ids[1:][a.answer])
     planted = tok.decode(a.ids[-a.gap :][:16])
     assert " = '" + text in planted, (text, planted)
+    # the retrieval probe's fixed gap: the planted line that far back, the same value asked
+    fixed = held.sample(5, 4096, gap=3000)
+    assert fixed.gap == 3000 and fixed.answer.sum() == held.sample(5, 4096).answer.sum()
+    value = tok.decode(fixed.ids[1:][fixed.answer])
+    assert " = '" + value in tok.decode(fixed.ids[-fixed.gap :][:16])
+    assert value == tok.decode(held.sample(5, 4096).ids[1:][held.sample(5, 4096).answer])
+
+
+def test_answer_weight_adds_the_planted_values_cross_entropy(model, ids):
+    """--answer-weight: the marked tokens' mean cross-entropy, reported and only when asked."""
+    import train_tiny_glm5_long as trainer
+
+    st = la.LongSettings(topk=TOPK, chunk=CHUNK, indexer_loss=True)
+    answer = torch.zeros(LENGTH, dtype=torch.bool)
+    answer[-6:-2] = True
+    with torch.no_grad():
+        logits, _ = la.forward(model, ids[:-1], st)
+    want = float(torch.nn.functional.cross_entropy(logits[answer], ids[1:][answer]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the step leaves the weights as they are
+    got = trainer.train_step(model, opt, ids, st, "sparse", 1.0, answer, 2.0)
+    assert abs(got["answer"] - want) < 1e-4, (got, want)
+    assert "answer" not in trainer.train_step(model, opt, ids, st, "sparse", 1.0, answer, 0.0)
+    model.zero_grad()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel
+
+ALIGN = Kernel(
+    "moe.align",
+    "sgl_kernel_rocm.moe._align_kernel.moe_align_kernel",
+    "ids_ptr:*i32 sorted_ids_ptr:*i32 block_expert_ptr:*i32 num_padded_ptr:*i32 counter_ptr:*i32 "
+    "out_ptr:*bf16 shared_ptr:*bf16",
+)
 
 
 def align_cases(arch: str) -> list[Case]:
@@ -13,21 +20,10 @@ def align_cases(arch: str) -> list[Case]:
     out = []
     for bm in (16, 32, 64):
         out.append(
-            build(
-                kernel="moe.align",
-                module="sgl_kernel_rocm.moe._align_kernel",
-                fn="moe_align_kernel",
-                arch=arch,
-                label=f"E256_bm{bm}",
-                pointers=(
-                    ("ids_ptr", "*i32"),
-                    ("sorted_ids_ptr", "*i32"),
-                    ("block_expert_ptr", "*i32"),
-                    ("num_padded_ptr", "*i32"),
-                    ("counter_ptr", "*i32"),
-                    ("out_ptr", "*bf16"),
-                    ("shared_ptr", "*bf16"),
-                ),  # fmt: skip
+            ALIGN.case(
+                arch,
+                f"E256_bm{bm}",
+                {"num_warps": 4, "num_stages": 1},
                 ints=(
                     ("n_slots", 520),
                     ("num_experts", 256),
@@ -47,7 +43,6 @@ def align_cases(arch: str) -> list[Case]:
                     ("BLOCK_H", 1024),
                     ("HAS_SHARED", True),
                 ),
-                cfg={"num_warps": 4, "num_stages": 1},
             )
         )
     return out

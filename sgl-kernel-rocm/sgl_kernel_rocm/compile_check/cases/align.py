@@ -15,7 +15,7 @@ ALIGN = Kernel(
 def align_cases(arch: str) -> list[Case]:
     """The one-launch token alignment of the MoE (moe/_align_kernel.py) at GLM-5.2's 256 experts
     with top-8, for the BLOCK_M values the tables use."""
-    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK
+    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK, ALIGN_NUM_WARPS
 
     out = []
     for bm in (16, 32, 64):
@@ -23,7 +23,7 @@ def align_cases(arch: str) -> list[Case]:
             ALIGN.case(
                 arch,
                 f"E256_bm{bm}",
-                {"num_warps": 4, "num_stages": 1},
+                {"num_warps": ALIGN_NUM_WARPS, "num_stages": 1},
                 ints=(
                     ("n_slots", 520),
                     ("num_experts", 256),

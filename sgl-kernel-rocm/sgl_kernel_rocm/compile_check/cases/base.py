@@ -1,6 +1,6 @@
 """What every compile-matrix family shares: the Case (what `triton.compile` needs plus what the
-gate and the cost model need), the one case builder, the shipped-table readers, the KV dtype per
-arch and deduplication."""
+gate and the cost model need), the one case builder, the Kernel a family declares once (its cases
+built by Kernel.case), the shipped-table readers, the KV dtype per arch and deduplication."""
 
 from __future__ import annotations
 

@@ -20,6 +20,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from sglang_mx_lab.planner.record import attributes
+
+# What to_dict writes of a Handoff as it is, before its samples.
+PLAIN_ATTRIBUTES = ("latency_s", "per_token_s", "bytes_per_token", "bytes_per_s",
+                    "serial_latency_s", "serial_per_token_s")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class HandoffSample:
@@ -56,13 +62,7 @@ class Handoff:
         return min(self(r), self.serial_latency_s + r.input_len * self.serial_per_token_s)
 
     def to_dict(self) -> dict:
-        return {
-            "latency_s": self.latency_s,
-            "per_token_s": self.per_token_s,
-            "bytes_per_token": self.bytes_per_token,
-            "bytes_per_s": self.bytes_per_s,
-            "serial_latency_s": self.serial_latency_s,
-            "serial_per_token_s": self.serial_per_token_s,
+        return attributes(self, *PLAIN_ATTRIBUTES) | {
             "samples": [asdict(s) | {"handoff_s": s.handoff_s} for s in self.samples],
             "transfer_samples": [list(t) for t in self.transfer_samples],
             "model": "handoff = latency + prompt tokens x per_token; per sample: PD TTFT - "

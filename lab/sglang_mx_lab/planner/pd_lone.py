@@ -20,6 +20,7 @@ from sglang_mx.bench.run.runner import RunConfig, run_trace
 from sglang_mx.measure.metrics import Slo
 
 from sglang_mx_lab.planner import step_fit
+from sglang_mx_lab.planner.record import attributes
 
 _SERIES = re.compile(r"^(sglang:[A-Za-z0-9_]+?)_(sum|count)(?:\{(.*)\})? (\S+)$")
 _STAGE = re.compile(r'stage="([^"]+)"')
@@ -48,10 +49,7 @@ class LoneStats:
             "prompt_tokens": self.prompt_tokens,
             "ttft_median_s": self.ttft_median,
             "itl_median_s": self.itl_median,
-            "prefill_forward_s": self.prefill_forward_s,
-            "transfer_s": self.transfer_s,
-            "ttft_s": self.ttft_s,
-        }
+        } | attributes(self, "prefill_forward_s", "transfer_s", "ttft_s")
 
 
 def histogram_totals(text: str) -> dict[str, tuple[float, float]]:

@@ -6,9 +6,50 @@ import argparse
 import dataclasses
 import importlib
 
-from sglang_mx.provider.settings import KEEPALIVE_FRAMES
+from sglang_mx.provider.settings import KEEPALIVE_FRAMES, ProviderSettings
 
-REQUIRED_TO_SERVE = ("upstream", "pricing", "db")
+# Required to serve, but not to `provider keys`: checked in run() (argparse would ask for them
+# before the keys action too). flag name -> help
+REQUIRED_TO_SERVE = {
+    "upstream": "SGLang server or router URL (required)",
+    "pricing": "pricing JSON file or directory of them (required)",
+    "db": "keys, ledger and limits: an SQLite file (one process), or a postgresql:// URL "
+    "shared by several replicas (required)",
+}
+# The flags named as their ProviderSettings field (--read-timeout-s: read_timeout_s), in help
+# order: default and type are the field's (a bool is a store_true switch); the add_argument
+# keywords given here are the rest.
+SETTING_FLAGS = {
+    "host": {},
+    "port": {},
+    "isolation": {
+        "choices": ("auto", "on", "off"),
+        "help": "per-key prefix-cache namespaces (auto: when more than one key exists)",
+    },
+    "keepalive_s": {"help": "send a keep-alive after this many seconds of upstream silence"},
+    "keepalive_frame": {
+        "choices": KEEPALIVE_FRAMES,
+        "help": "blank: an empty SSE line, skipped by every client (default); comment: "
+        "OpenRouter's ': PROCESSING', which line-based clients such as SGLang's benchmark "
+        "client fail on",
+    },
+    "health_ttl_s": {},
+    "read_timeout_s": {},
+    "ledger_flush_tokens": {
+        "help": "streamed tokens between ledger progress writes (crash-billing granularity)"
+    },
+    "default_rpm": {},
+    "default_tpm": {},
+    "replica_lease_s": {
+        "help": "PostgreSQL store: a replica silent this long is dead; its in-flight rows are "
+        "settled by the others"
+    },
+    "db_sync_commit": {
+        "help": "PostgreSQL store: wait for each commit's fsync (default: asynchronous commit, "
+        "like SQLite's synchronous=NORMAL)"
+    },
+    "log_level": {},
+}
 # `sglang-mx provider ACTION`: each module's register(subparsers) adds its parser and sets func
 ACTIONS = {
     "keys": "sglang_mx.provider.keys_cli",
@@ -23,65 +64,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Serve priced, metered, authenticated OpenAI-compatible routes in front of "
         "an SGLang server or the smg gateway.",
     )
-    # Required to serve, but not to `provider keys`: checked in run() (argparse would ask for
-    # them before the keys action too).
-    p.add_argument("--upstream", help="SGLang server or router URL (required)")
-    p.add_argument("--pricing", help="pricing JSON file or directory of them (required)")
-    p.add_argument(
-        "--db",
-        help="keys, ledger and limits: an SQLite file (one process), or a postgresql:// URL "
-        "shared by several replicas (required)",
-    )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument(
-        "--isolation",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="per-key prefix-cache namespaces (auto: when more than one key exists)",
-    )
-    p.add_argument(
-        "--keepalive-s",
-        type=float,
-        default=2.0,
-        help="send a keep-alive after this many seconds of upstream silence",
-    )
-    p.add_argument(
-        "--keepalive-frame",
-        choices=KEEPALIVE_FRAMES,
-        default="blank",
-        help="blank: an empty SSE line, skipped by every client (default); comment: "
-        "OpenRouter's ': PROCESSING', which line-based clients such as SGLang's benchmark "
-        "client fail on",
-    )
-    p.add_argument("--health-ttl-s", type=float, default=5.0)
-    p.add_argument("--read-timeout-s", type=float, default=300.0)
-    p.add_argument(
-        "--ledger-flush-tokens",
-        type=int,
-        default=16,
-        help="streamed tokens between ledger progress writes (crash-billing granularity)",
-    )
-    p.add_argument("--default-rpm", type=int, default=60)
-    p.add_argument("--default-tpm", type=int, default=100_000)
-    p.add_argument(
-        "--replica-lease-s",
-        type=float,
-        default=10.0,
-        help="PostgreSQL store: a replica silent this long is dead; its in-flight rows are "
-        "settled by the others",
-    )
-    p.add_argument(
-        "--db-sync-commit",
-        action="store_true",
-        help="PostgreSQL store: wait for each commit's fsync (default: asynchronous commit, "
-        "like SQLite's synchronous=NORMAL)",
-    )
-    p.add_argument("--log-level", default="warning")
+    for name, help_ in REQUIRED_TO_SERVE.items():
+        p.add_argument(f"--{name}", help=help_)
+    defaults = {f.name: f.default for f in dataclasses.fields(ProviderSettings)}
+    for name, extra in SETTING_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), **_from_default(defaults[name]), **extra)
     p.set_defaults(func=run, provider_parser=p)
     actions = p.add_subparsers(dest="provider_command", metavar="[keys|db]")
     for module in ACTIONS.values():
         importlib.import_module(module).register(actions)
+
+
+def _from_default(default) -> dict:
+    """add_argument keywords of a flag whose default is `default`: a switch for a bool, else
+    that default converted by its type (none for a str, argparse's own)."""
+    if isinstance(default, bool):
+        return {"action": "store_true"}
+    return {"default": default} | ({} if isinstance(default, str) else {"type": type(default)})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,19 +7,22 @@ import argparse
 import sys
 from pathlib import Path
 
+from sglang_mx.provider.action_parsers import action_group, store_action
+
 HELP = "manage the provider's store (schema migrations, SQLite -> PostgreSQL import)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("db", help=HELP)
-    sub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
-    m = sub.add_parser("migrate", help="apply the schema migrations the store lacks")
-    m.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
-    m.set_defaults(func=_migrate)
-    i = sub.add_parser("import", help="copy an SQLite store into an empty PostgreSQL one")
-    i.add_argument("--db", required=True, help="the target: a postgresql:// URL")
+    group = action_group(subparsers, "db", HELP)
+    store_action(group, "migrate", "apply the schema migrations the store lacks", _migrate)
+    i = store_action(
+        group,
+        "import",
+        "copy an SQLite store into an empty PostgreSQL one",
+        _import,
+        db_help="the target: a postgresql:// URL",
+    )
     i.add_argument("--from", dest="source", required=True, type=Path, help="the SQLite file")
-    i.set_defaults(func=_import)
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -8,26 +8,21 @@ import argparse
 import datetime as dt
 import sys
 
+from sglang_mx.provider.action_parsers import action_group, store_action
+
 HELP = "manage provider API keys"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("keys", help=HELP)
-    sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
-    c = sub.add_parser("create", help="create a key; prints it once")
-    c.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
+    group = action_group(subparsers, "keys", HELP)
+    c = store_action(group, "create", "create a key; prints it once", _create)
     c.add_argument("--name", required=True)
     c.add_argument("--rpm", type=int, default=None, help="requests per minute (default: server's)")
     c.add_argument("--tpm", type=int, default=None, help="tokens per minute (default: server's)")
     c.add_argument("--limit-usd", type=float, default=None, help="spend cap (402 beyond it)")
-    c.set_defaults(func=_create)
-    ls = sub.add_parser("list", help="list keys (ids, never secrets) with spend")
-    ls.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
-    ls.set_defaults(func=_list)
-    r = sub.add_parser("revoke", help="revoke a key by id")
-    r.add_argument("--db", required=True, help="SQLite file or postgresql:// URL")
+    store_action(group, "list", "list keys (ids, never secrets) with spend", _list)
+    r = store_action(group, "revoke", "revoke a key by id", _revoke)
     r.add_argument("key_id")
-    r.set_defaults(func=_revoke)
 
 
 def _create(args: argparse.Namespace) -> int:

@@ -85,8 +85,9 @@ def align_tokens(topk_ids: torch.Tensor, num_experts: int, block_m: int, exact: 
 # loops over the slots in chunks, so past this the torch version's parallel sort is faster.
 TRITON_ALIGN_MAX_SLOTS = 8192
 # Slots per step of the one-program alignment: its [CHUNK, experts] compare tiles must fit the
-# registers of 4 warps at 256 experts (the compile gate checks it).
+# registers of ALIGN_NUM_WARPS warps at 256 experts (the compile gate checks it).
 ALIGN_CHUNK = 16
+ALIGN_NUM_WARPS = 4  # its launch; the compile case builds the same
 
 
 def worst_case_capacity(n_slots: int, num_experts: int, block_m: int) -> int:
@@ -152,7 +153,7 @@ def align_tokens_triton(
         K_PAD=triton.next_power_of_2(top_k),
         BLOCK_H=min(1024, triton.next_power_of_2(max(hidden, 16))),
         HAS_SHARED=shared_output is not None,
-        num_warps=4,
+        num_warps=ALIGN_NUM_WARPS,
     )
     return Alignment(
         sorted_ids=sorted_ids,

@@ -185,35 +185,16 @@ def fused_moe_triton(
     gate_tile = dict(BLOCK_N=bn, BLOCK_K=bk, SWAP_AB=swap_ab_of(config), **launch_of(config))
     down_tile = dict(BLOCK_N=bn_d, BLOCK_K=bk_d, SWAP_AB=swap_ab_of(dconfig),
                      **launch_of(dconfig))  # fmt: skip
-    grid1 = (align.num_blocks_bound, n_tiles_i, sk_gate)
-    _kernels.gate_up_swiglu_kernel[grid1](
-        x,
-        xq,
-        xs,
-        w13,
-        w13_scale,
-        act,
-        actq,
-        acts,
-        align.sorted_ids,
-        align.block_expert,
-        align.num_padded,
-        gate_part,
-        gate_cnt,
-        n_slots,
-        top_k,
-        hidden,
-        inter,
-        x.stride(0),
-        xq.stride(0),
-        xs.stride(0),
-        w13.stride(0),
-        w13.stride(1),
-        w13_scale.stride(0),
-        w13_scale.stride(1),
-        act.stride(0),
-        actq.stride(0),
-        acts.stride(0),
+    sizes = (n_slots, top_k, hidden, inter)
+    _launch_gemm(
+        _kernels.gate_up_swiglu_kernel[(align.num_blocks_bound, n_tiles_i, sk_gate)],
+        (x, xq, xs),
+        (w13, w13_scale),
+        before=(act, actq, acts),
+        after=(gate_part, gate_cnt),
+        out_rows=(act, actq, acts),
+        align=align,
+        sizes=sizes,
         EVEN_K=hidden % bk == 0,
         SPLIT_K=sk_gate,
         **common,
@@ -227,36 +208,15 @@ def fused_moe_triton(
     else:
         per_slot = _empty((n_slots, hidden), dtype=dtype, device=x.device)
     shared = shared_output if shared_output is not None else out
-    grid2 = (align.num_blocks_bound, n_tiles_h, sk_down)
-    _kernels.down_kernel[grid2](
-        act,
-        actq,
-        acts,
-        w2,
-        w2_scale,
-        route_w,
-        per_slot,
-        align.sorted_ids,
-        align.block_expert,
-        align.num_padded,
-        out,
-        shared,
-        down_cnt,
-        ids,
-        n_slots,
-        top_k,
-        hidden,
-        inter,
-        act.stride(0),
-        actq.stride(0),
-        acts.stride(0),
-        w2.stride(0),
-        w2.stride(1),
-        w2_scale.stride(0),
-        w2_scale.stride(1),
-        per_slot.stride(0),
-        out.stride(0),
-        shared.stride(0),
+    _launch_gemm(
+        _kernels.down_kernel[(align.num_blocks_bound, n_tiles_h, sk_down)],
+        (act, actq, acts),
+        (w2, w2_scale),
+        before=(route_w, per_slot),
+        after=(out, shared, down_cnt, ids),
+        out_rows=(per_slot, out, shared),
+        align=align,
+        sizes=sizes,
         EVEN_K=inter % bk_d == 0,
         FUSE_SUM=True,
         HAS_SHARED=shared_output is not None,
@@ -266,3 +226,25 @@ def fused_moe_triton(
         **down_tile,
     )
     return out
+
+
+def _launch_gemm(kernel, a, w, *, before, after, out_rows, align, sizes, **constexprs) -> None:
+    """Launch one of the two GEMMs (`kernel`, indexed by its grid) with the arguments in the order
+    both kernels take them: the activation (bf16 rows, MXFP4 codes, scales) and weight (codes,
+    scales) pointers, the kernel's own pointers `before` the alignment's and `after` them, the
+    sizes (slots, top-k, hidden, inter), the activations' row strides, the weights' and their
+    scales' expert and row strides, then the row strides of `out_rows`."""
+    kernel(
+        *a,
+        *w,
+        *before,
+        align.sorted_ids,
+        align.block_expert,
+        align.num_padded,
+        *after,
+        *sizes,
+        *(t.stride(0) for t in a),
+        *(t.stride(dim) for t in w for dim in (0, 1)),
+        *(t.stride(0) for t in out_rows),
+        **constexprs,
+    )

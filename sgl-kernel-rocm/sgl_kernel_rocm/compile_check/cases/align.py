@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel
+
+ALIGN = Kernel(
+    "moe.align",
+    "sgl_kernel_rocm.moe._align_kernel.moe_align_kernel",
+    "ids_ptr:*i32 sorted_ids_ptr:*i32 block_expert_ptr:*i32 num_padded_ptr:*i32 counter_ptr:*i32 "
+    "out_ptr:*bf16 shared_ptr:*bf16",
+)
 
 
 def align_cases(arch: str) -> list[Case]:
     """The one-launch token alignment of the MoE (moe/_align_kernel.py) at GLM-5.2's 256 experts
     with top-8, for the BLOCK_M values the tables use."""
-    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK
+    from sgl_kernel_rocm.moe.align import ALIGN_CHUNK, ALIGN_NUM_WARPS
 
     out = []
     for bm in (16, 32, 64):
         out.append(
-            build(
-                kernel="moe.align",
-                module="sgl_kernel_rocm.moe._align_kernel",
-                fn="moe_align_kernel",
-                arch=arch,
-                label=f"E256_bm{bm}",
-                pointers=(
-                    ("ids_ptr", "*i32"),
-                    ("sorted_ids_ptr", "*i32"),
-                    ("block_expert_ptr", "*i32"),
-                    ("num_padded_ptr", "*i32"),
-                    ("counter_ptr", "*i32"),
-                    ("out_ptr", "*bf16"),
-                    ("shared_ptr", "*bf16"),
-                ),  # fmt: skip
+            ALIGN.case(
+                arch,
+                f"E256_bm{bm}",
+                {"num_warps": ALIGN_NUM_WARPS, "num_stages": 1},
                 ints=(
                     ("n_slots", 520),
                     ("num_experts", 256),
@@ -47,7 +43,6 @@ def align_cases(arch: str) -> list[Case]:
                     ("BLOCK_H", 1024),
                     ("HAS_SHARED", True),
                 ),
-                cfg={"num_warps": 4, "num_stages": 1},
             )
         )
     return out

@@ -1,6 +1,6 @@
 """What every compile-matrix family shares: the Case (what `triton.compile` needs plus what the
-gate and the cost model need), the one case builder, the shipped-table readers, the KV dtype per
-arch and deduplication."""
+gate and the cost model need), the one case builder, the Kernel a family declares once (its cases
+built by Kernel.case), the shipped-table readers, the KV dtype per arch and deduplication."""
 
 from __future__ import annotations
 
@@ -87,6 +87,61 @@ def build(
         stream_bytes_per_iter=stream_bytes_per_iter,
         expect=expect,
     )
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """What every case of one kernel shares, declared once by its family: its short name, the
+    @triton.jit function's qualified name (module.function), its pointer arguments in order as
+    `name:type` words (Triton's types, e.g. "Q:*bf16"; the type "kv" stands for the case's KV
+    element type), the stream its main loop reads and what the gate demands of it
+    (Case.expect)."""
+
+    name: str
+    qualname: str
+    signature: str
+    stream: str = ""
+    expect: tuple[str, ...] = ()
+
+    def pointers(self, kv: str = "") -> tuple[tuple[str, str], ...]:
+        """(arg, type) of each pointer; `kv` is the type a "kv" pointer takes in this case."""
+        out = []
+        for word in self.signature.split():
+            arg, type_ = word.split(":")
+            if type_ == "kv" and not kv:
+                raise ValueError(f"{self.name}: {arg} is a KV pointer; the case names no kv")
+            out.append((arg, kv if type_ == "kv" else type_))
+        return tuple(out)
+
+    def case(
+        self,
+        arch: str,
+        label: str,
+        cfg: dict[str, Any],
+        *,
+        ints: tuple[tuple[str, int], ...],
+        constexprs: tuple[tuple[str, Any], ...],
+        kv: str = "",
+        floats: tuple[str, ...] = (),
+        stream_bytes_per_iter: int = 0,
+    ) -> Case:
+        """One case of this kernel (built by `build`); `kv` as in `pointers`."""
+        module, fn = self.qualname.rsplit(".", 1)
+        return build(
+            self.name,
+            module,
+            fn,
+            arch,
+            label,
+            cfg,
+            pointers=self.pointers(kv),
+            ints=ints,
+            constexprs=constexprs,
+            floats=floats,
+            stream=self.stream,
+            stream_bytes_per_iter=stream_bytes_per_iter,
+            expect=self.expect,
+        )
 
 
 def table(op: str, arch: str) -> dict[str, Any] | None:

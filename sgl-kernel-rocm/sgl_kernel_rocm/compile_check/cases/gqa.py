@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build, decode_configs, kv_type
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel, decode_configs, kv_type
+
+GQA = Kernel(
+    "attn.gqa_decode",
+    "sgl_kernel_rocm.attention._gqa_decode_kernels._gqa_decode_split_kernel",
+    "Q:*bf16 K:kv V:kv BT:*i32 SEQ:*i32 KS:*fp32 VS:*fp32 O_PART:*fp32 LSE_PART:*fp32",
+    stream="kv",
+    expect=("convert_once",),
+)
 
 
 def gqa_cases(arch: str) -> list[Case]:
@@ -14,23 +22,11 @@ def gqa_cases(arch: str) -> list[Case]:
             kv_t, kv_b = kv_type(arch, kv)
             bn = int(cfg["BLOCK_N"])
             out.append(
-                build(
-                    kernel="attn.gqa_decode",
-                    module="sgl_kernel_rocm.attention._gqa_decode_kernels",
-                    fn="_gqa_decode_split_kernel",
-                    arch=arch,
-                    label=f"kv{kv}:g{group}_d{d}_p{page}",
-                    pointers=(
-                        ("Q", "*bf16"),
-                        ("K", kv_t),
-                        ("V", kv_t),
-                        ("BT", "*i32"),
-                        ("SEQ", "*i32"),
-                        ("KS", "*fp32"),
-                        ("VS", "*fp32"),
-                        ("O_PART", "*fp32"),
-                        ("LSE_PART", "*fp32"),
-                    ),  # fmt: skip
+                GQA.case(
+                    arch,
+                    f"kv{kv}:g{group}_d{d}_p{page}",
+                    cfg,
+                    kv=kv_t,
                     ints=(
                         ("seq_cap", 313 * page),
                         ("window", -1),
@@ -62,9 +58,6 @@ def gqa_cases(arch: str) -> list[Case]:
                         ("BLOCK_N", bn),
                         ("UPCAST", False),
                     ),  # fmt: skip
-                    cfg=cfg,
-                    stream="kv",
-                    expect=("convert_once",),
                     stream_bytes_per_iter=bn * 2 * d * kv_b,
                 )
             )

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build, decode_configs, kv_type
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel, decode_configs, kv_type
+
+INDEXER = Kernel(
+    "attn.dsa_indexer",
+    "sgl_kernel_rocm.attention._dsa_indexer_kernels._indexer_score_kernel",
+    "Q:*bf16 W:*fp32 K:kv KS:*fp32 BT:*i32 SEQ:*i32 OUT:*fp32",
+    stream="kv",
+    expect=("convert_once",),
+)
+TOPK = Kernel(
+    "attn.topk_radix",
+    "sgl_kernel_rocm.attention._topk_radix_kernels._radix_topk_kernel",
+    "S:*fp32 SEQ:*i32 OUT:*i32",
+    stream="scores",
+)
 
 
 def indexer_cases(arch: str) -> list[Case]:
@@ -11,21 +25,11 @@ def indexer_cases(arch: str) -> list[Case]:
     for cfg in decode_configs("decode_dsa_indexer", arch):
         bn = int(cfg["BLOCK_N"])
         out.append(
-            build(
-                kernel="attn.dsa_indexer",
-                module="sgl_kernel_rocm.attention._dsa_indexer_kernels",
-                fn="_indexer_score_kernel",
-                arch=arch,
-                label="kfp8:h32_d128_p64",
-                pointers=(
-                    ("Q", "*bf16"),
-                    ("W", "*fp32"),
-                    ("K", kv_type(arch, "fp8")[0]),
-                    ("KS", "*fp32"),
-                    ("BT", "*i32"),
-                    ("SEQ", "*i32"),
-                    ("OUT", "*fp32"),
-                ),  # fmt: skip
+            INDEXER.case(
+                arch,
+                "kfp8:h32_d128_p64",
+                cfg,
+                kv=kv_type(arch, "fp8")[0],
                 ints=(
                     ("num_heads", 32),
                     ("tiles_per_prog", 20),
@@ -46,9 +50,6 @@ def indexer_cases(arch: str) -> list[Case]:
                     ("BLOCK_N", bn),
                     ("UPCAST", False),
                 ),  # fmt: skip
-                cfg=cfg,
-                stream="kv",
-                expect=("convert_once",),
                 stream_bytes_per_iter=bn * 128,
             )
         )
@@ -61,10 +62,8 @@ def radix_topk_case(arch: str) -> Case:
     does): one program per row of 20k fp32 scores, top-k 2,048."""
     from sgl_kernel_rocm.attention.topk_radix import BLOCK, NUM_WARPS
 
-    module = "sgl_kernel_rocm.attention._topk_radix_kernels"
     launch = {"num_warps": NUM_WARPS, "num_stages": 1}
-    return build("attn.topk_radix", module, "_radix_topk_kernel", arch, "fp32:k2048", launch,
-        pointers=(("S", "*fp32"), ("SEQ", "*i32"), ("OUT", "*i32")),
+    return TOPK.case(arch, "fp32:k2048", launch,
         ints=(("length", 20000), ("k", 2048), ("stride_sb", 20000), ("stride_ob", 2048)),
-        constexprs=(("BLOCK", BLOCK),), stream="scores", stream_bytes_per_iter=BLOCK * 4,
+        constexprs=(("BLOCK", BLOCK),), stream_bytes_per_iter=BLOCK * 4,
     )  # fmt: skip

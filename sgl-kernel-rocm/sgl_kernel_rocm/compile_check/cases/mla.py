@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build, kv_type, table
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel, kv_type, table
 
 MLA_HEADS = (8, 64)  # GLM-5.2 heads per rank: TP8 (64 / 8) and DP attention (all 64)
 KV_KINDS = ("bf16", "fp8", "fp8packed")  # plain bf16 / FP8 rows, SGLang's packed FP8 rows
+# Dense MLA and DSA sparse decode: one kernel, two names in the matrix.
+MLA = Kernel(
+    "attn.mla_decode",
+    "sgl_kernel_rocm.attention._mla_decode_kernels._mla_decode_split_kernel",
+    "Q:*bf16 KV:kv BT:*i32 SEQ:*i32 IDX:*i32 O_PART:*fp32 LSE_PART:*fp32 KV_SCALE:*fp32",
+    stream="kv",
+    expect=("convert_once",),
+)
+DSA = dataclasses.replace(MLA, name="attn.dsa_decode")
 
 
 def mla_cases(arch: str) -> list[Case]:
@@ -87,22 +97,11 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
     # Every head block re-reads the latent tile: count only the unique bytes (a program holding
     # all heads reads each once; 16-head blocks of 64 heads would read it 4 times).
     head_blocks = -(-heads // block_h)
-    return build(
-        kernel="attn.dsa_decode" if sparse else "attn.mla_decode",
-        module="sgl_kernel_rocm.attention._mla_decode_kernels",
-        fn="_mla_decode_split_kernel",
-        arch=arch,
-        label=f"kv{kv}:h{heads}_bh{block_h}_p64{tile_variant(cfg)}",
-        pointers=(
-            ("Q", "*bf16"),
-            ("KV", kv_t),
-            ("BT", "*i32"),
-            ("SEQ", "*i32"),
-            ("IDX", "*i32"),
-            ("O_PART", "*fp32"),
-            ("LSE_PART", "*fp32"),
-            ("KV_SCALE", "*fp32"),
-        ),  # fmt: skip
+    return (DSA if sparse else MLA).case(
+        arch,
+        f"kv{kv}:h{heads}_bh{block_h}_p64{tile_variant(cfg)}",
+        cfg,
+        kv=kv_t,
         ints=(
             ("seq_cap", 313 * 64),
             ("num_heads", heads),
@@ -133,8 +132,5 @@ def mla_case(arch, op, sparse, cfg, heads, block_h, kv, kv_t, kv_b, bn) -> Case:
             ("KEYS_ON_M", bool(cfg.get("KEYS_ON_M", False))),
             ("PREFETCH", bool(cfg.get("PREFETCH", False))),
         ),  # fmt: skip
-        cfg=cfg,
-        stream="kv",
         stream_bytes_per_iter=bn * row * kv_b // head_blocks,
-        expect=("convert_once",),
     )

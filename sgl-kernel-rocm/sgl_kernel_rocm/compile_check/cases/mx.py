@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel
+
+QUANTIZE = Kernel(
+    "mx.quantize_rows",
+    "sgl_kernel_rocm._mx_triton._quantize_rows_kernel",
+    "x_ptr:*bf16 q_ptr:*u8 s_ptr:*u8",
+)
 
 
 def quantize_cases(arch: str) -> list[Case]:
     """The W4A4 activation quantizer (mx.quantize_mxfp4_triton / the MoE's A4 input)."""
     return [
-        build(
-            kernel="mx.quantize_rows",
-            module="sgl_kernel_rocm._mx_triton",
-            fn="_quantize_rows_kernel",
-            arch=arch,
-            label="bf16",
-            pointers=(("x_ptr", "*bf16"), ("q_ptr", "*u8"), ("s_ptr", "*u8")),
+        QUANTIZE.case(
+            arch,
+            "bf16",
+            {"num_warps": 4, "num_stages": 2},
             ints=(
                 ("n_rows", 4099),
                 ("n_cols", 6144),
@@ -22,10 +25,6 @@ def quantize_cases(arch: str) -> list[Case]:
                 ("stride_q", 3072),
                 ("stride_s", 192),
             ),  # fmt: skip
-            floats=(),
             constexprs=(("BLOCK_R", 16), ("BLOCK_C", 256)),
-            cfg={"num_warps": 4, "num_stages": 2},
-            stream="",
-            stream_bytes_per_iter=0,
         )
     ]

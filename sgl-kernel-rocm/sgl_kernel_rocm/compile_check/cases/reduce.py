@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from sgl_kernel_rocm.compile_check.cases.base import Case, build
+from sgl_kernel_rocm.compile_check.cases.base import Case, Kernel
+
+MERGE = Kernel(
+    "attn.merge_splits",
+    "sgl_kernel_rocm.attention._reduce_kernels._merge_splits_kernel",
+    "O_PART:*fp32 LSE_PART:*fp32 OUT:*bf16 LSE_OUT:*fp32",
+)
 
 
 def reduce_cases(arch: str) -> list[Case]:
     out = []
     for dv in (128, 512):
         out.append(
-            build(
-                kernel="attn.merge_splits",
-                module="sgl_kernel_rocm.attention._reduce_kernels",
-                fn="_merge_splits_kernel",
-                arch=arch,
-                label=f"dv{dv}",
-                pointers=(
-                    ("O_PART", "*fp32"),
-                    ("LSE_PART", "*fp32"),
-                    ("OUT", "*bf16"),
-                    ("LSE_OUT", "*fp32"),
-                ),  # fmt: skip
+            MERGE.case(
+                arch,
+                f"dv{dv}",
+                {"num_warps": 4, "num_stages": 2},
                 ints=(
                     ("stride_pb", 64 * 7 * dv),
                     ("stride_ph", 7 * dv),
@@ -39,7 +37,6 @@ def reduce_cases(arch: str) -> list[Case]:
                     ("BLOCK_DV", dv),
                     ("WRITE_LSE", True),
                 ),  # fmt: skip
-                cfg={"num_warps": 4, "num_stages": 2},
             )
         )
     return out

@@ -156,7 +156,8 @@ def main() -> None:
                 "band": per[0][j]["band"],
                 **{
                     f: sum(p[j][f] for p in per) / len(per)
-                    for f in ("indexer", "best", "random", "captured")
+                    for f in ("indexer", "best", "random", "captured", "overlap")
+                    if f in per[0][j]  # overlap: the chunked path's
                 },
             }
             for j in range(len(per[0]))
@@ -164,7 +165,11 @@ def main() -> None:
         for layer, per in mass.items()
     }
     for layer, rows in mass_avg.items():
-        cells = ", ".join(f"{r['band'][0]}-{r['band'][1]} {r['indexer']:.3f}" for r in rows)
+        cells = ", ".join(
+            f"{r['band'][0]}-{r['band'][1]} {r['indexer']:.3f}"
+            + (f" (overlap {r['overlap']:.2f})" if "overlap" in r else "")
+            for r in rows
+        )
         print(f"layer {layer} top-{topk} dense mass: {cells}", flush=True)
 
     context = min(ppl[name]["sparse"]["quality_context"] for name in ppl)

@@ -36,8 +36,9 @@ def position_nll(model, windows: list[torch.Tensor], k: int, chunk: int = 512) -
 @torch.no_grad()
 def mass_rows(model, window: torch.Tensor, k: int, chunk: int = 512) -> dict[int, dict]:
     """Per layer, per query (float64 [L] each): the head-averaged dense attention mass on the
-    indexer's top-k keys (`indexer`) and on the attention's own top-k (`best`), the model run
-    dense as transformers runs it with index_topk above the length."""
+    indexer's top-k keys (`indexer`) and on the attention's own top-k (`best`), and the share of
+    the attention's top-k keys the indexer picks (`overlap`), the model run dense as transformers
+    runs it with index_topk above the length."""
     cfg = model.config
     rope = cfg.rope_parameters
     n = window.numel()
@@ -52,7 +53,7 @@ def mass_rows(model, window: torch.Tensor, k: int, chunk: int = 512) -> dict[int
         q_resid, q, kk, v = mla_qkv(attn, x, cos, sin)
         if attn.indexer is not None:
             ind = (*indexer_tensors(attn.indexer, x, q_resid, cos, sin), attn.indexer.softmax_scale)
-        got, best = torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)
+        got, best, overlap = (torch.zeros(n, dtype=torch.float64) for _ in range(3))
         outs = []
         for a, b in chunks(n, chunk):
             causal = torch.arange(b)[None, :] <= torch.arange(a, b)[:, None]
@@ -69,9 +70,13 @@ def mass_rows(model, window: torch.Tensor, k: int, chunk: int = 512) -> dict[int
                 ~causal, float("-inf")
             )
             top = min(k, b)
-            got[a:b] = mean.gather(1, scores.topk(top, dim=-1).indices).sum(-1)
-            best[a:b] = mean.topk(top, dim=-1).values.sum(-1)
-        out[i] = {"indexer": got, "best": best}
+            picked = scores.topk(top, dim=-1).indices
+            got[a:b] = mean.gather(1, picked).sum(-1)
+            heavy = mean.topk(top, dim=-1)
+            best[a:b] = heavy.values.sum(-1)
+            chosen = torch.zeros(b - a, b, dtype=torch.bool).scatter_(1, picked, True)
+            overlap[a:b] = chosen.gather(1, heavy.indices).double().mean(-1)
+        out[i] = {"indexer": got, "best": best, "overlap": overlap}
         o = torch.cat(outs).reshape(n, -1)
         h = h + attn.o_proj(o)
         h = h + layer.mlp(layer.post_attention_layernorm(h))
@@ -81,7 +86,8 @@ def mass_rows(model, window: torch.Tensor, k: int, chunk: int = 512) -> dict[int
 def mass_by_band(model, window: torch.Tensor, k: int, bands, chunk: int = 512) -> dict:
     """eval_tiny_glm5_context.mass_by_band's rows from mass_rows: per layer and band (rows
     with more causal keys than k), the mean mass on the indexer's top-k, the best k keys' and
-    k random keys' (k / keys), and the share of the attainable gain the indexer captures."""
+    k random keys' (k / keys), the share of the attainable gain the indexer captures, and the
+    mean overlap of the indexer's top-k with the attention's (k / keys by chance)."""
     rows_by_layer = mass_rows(model, window, k, chunk)
     rand = k / torch.arange(1, window.numel() + 1, dtype=torch.float64)
     out: dict[str, list[dict]] = {}
@@ -91,9 +97,10 @@ def mass_by_band(model, window: torch.Tensor, k: int, bands, chunk: int = 512) -
             a = max(a, k)
             if b > window.numel() or a >= b:
                 continue
-            g, bb, r = (float(x[a:b].mean()) for x in (m["indexer"], m["best"], rand))
+            g, bb, r, o = (float(x[a:b].mean())
+                           for x in (m["indexer"], m["best"], rand, m["overlap"]))  # fmt: skip
             rows.append({"band": [a, b], "indexer": g, "best": bb, "random": r,
-                         "captured": (g - r) / (bb - r)})  # fmt: skip
+                         "captured": (g - r) / (bb - r), "overlap": o})  # fmt: skip
         out[str(i)] = rows
     return out
 

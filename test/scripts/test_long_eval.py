@@ -77,3 +77,9 @@ def test_chunked_mass_is_the_transformers_mass(model, window, monkeypatch):
     err = _worst(planted, want)
     print(f"planted lowest-scored keys: max |mass diff| {err:.2e}")
     assert err > 10 * MASS_TOL, f"a selection of the lowest-scored keys went unnoticed ({err:.2e})"
+    # overlap with the attention's own top-k: above chance (k / keys) on the product, far below
+    # it on the lowest-scored keys
+    for layer in got:
+        for row, bad in zip(got[layer], planted[layer], strict=True):
+            assert row["random"] < row["overlap"] <= 1.0, (layer, row)
+            assert bad["overlap"] < row["overlap"] - 0.2, (layer, row, bad)

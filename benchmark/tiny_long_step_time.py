@@ -29,10 +29,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SIZES = ("sparse:4096", "sparse:8192", "sparse:16384", "sparse:32768", "warmup:2048",
          "warmup:4096")  # fmt: skip
 OUT = ROOT / "docs/results/tiny_glm5_long_step_time.json"
+BUNDLED = "bundled tiny-glm5-bf16"
 
 
-def one(stage: str, length: int, steps: int, threads: int, chunk: int) -> dict:
-    """Run `steps` training steps at one size in this process; the row."""
+def _key(row: dict) -> tuple:
+    """A row's place in the record: its size and the weights it started from (rows written
+    before --init existed started from the bundled model)."""
+    return row["stage"], row["tokens"], row.get("init", BUNDLED)
+
+
+def one(stage: str, length: int, steps: int, threads: int, chunk: int, init: str | None) -> dict:
+    """Run `steps` training steps at one size in this process, from the weights at `init` (the
+    bundled model when None); the row. The sparse step's cost follows how many distinct keys a
+    chunk's queries pick, which a trained indexer may change: rows from a stage's output say."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from long_data import LongData
     from sglang_mx.assets import bundled_model_path
@@ -41,7 +50,7 @@ def one(stage: str, length: int, steps: int, threads: int, chunk: int) -> dict:
     from transformers import AutoTokenizer
 
     torch.set_num_threads(threads)
-    path = bundled_model_path("glm5-bf16")
+    path = init or bundled_model_path("glm5-bf16")
     model = load_eager(path).train()
     yarn_config(model, 32768, 2048)
     opt = torch.optim.AdamW(prepare(model, stage), lr=1e-5)
@@ -63,6 +72,7 @@ def one(stage: str, length: int, steps: int, threads: int, chunk: int) -> dict:
         "load_1min_before": round(load_before, 2),
         "load_1min_after": round(os.getloadavg()[0], 2),
         "losses": losses,
+        "init": init or BUNDLED,
         "settings": {"topk": st.topk if stage == "sparse" else "dense", "chunk": st.chunk,
                      "checkpoint_chunks": st.checkpoint_chunks, "threads": threads},
     }  # fmt: skip
@@ -77,11 +87,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--chunk", type=int, default=512)
     ap.add_argument("--merge", action="store_true", help="keep --out's other rows")
+    ap.add_argument("--init", default=None, help="weights to start from (default: bundled)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args()
     if args.one:
         stage, n = args.one.split(":")
-        print(json.dumps(one(stage, int(n), args.steps, args.threads, args.chunk)))
+        print(json.dumps(one(stage, int(n), args.steps, args.threads, args.chunk, args.init)))
         return
 
     from sglang_mx.measure.stamp import stamp
@@ -90,9 +101,10 @@ def main() -> None:
     for size in args.only.split(","):
         cmd = [sys.executable, __file__, "--one", size, "--steps", str(args.steps),
                "--threads", str(args.threads), "--chunk", str(args.chunk)]  # fmt: skip
+        cmd += ["--init", args.init] if args.init else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         row = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows = [r for r in rows if (r["stage"], r["tokens"]) != (row["stage"], row["tokens"])]
+        rows = [r for r in rows if _key(r) != _key(row)]
         rows.append(row)
         print(f"{row['stage']:7} {row['tokens']:6}  step {row['step_s']:8.1f} s  peak RSS "
               f"{row['peak_rss_gib']:5.2f} GiB  load {row['load_1min_before']:.1f}"
@@ -103,7 +115,7 @@ def main() -> None:
                                    "rope": "yarn x64 from 512 (SGLang deepseek_yarn)",
                                    "optimizer": "AdamW", "threads": args.threads,
                                    "note": "shared 2-core box: other jobs' load recorded"}),
-            "rows": sorted(rows, key=lambda r: (r["stage"], r["tokens"])),
+            "rows": sorted(rows, key=lambda r: (_key(r)[2], *_key(r)[:2])),
         }  # fmt: skip
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=2) + "\n")

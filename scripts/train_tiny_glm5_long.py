@@ -159,6 +159,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kl-weight", type=float, default=1.0)
     ap.add_argument("--answer-weight", type=float, default=0.0,
                     help="weight of the planted value's cross-entropy (sparse stage)")  # fmt: skip
+    ap.add_argument("--min-gap", type=int, default=1024,
+                    help="least tokens from the planted line to the end (long_data)")  # fmt: skip
+    ap.add_argument("--max-gap", type=int, default=30720, help="... and most")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     return ap
@@ -178,7 +181,8 @@ def main() -> None:
     params = prepare(model, args.stage)
     lr = args.lr or (1e-3 if args.stage == "warmup" else 3e-4)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed)
+    data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed,
+                    min_gap=args.min_gap, max_gap=args.max_gap)  # fmt: skip
     lens = [int(n) for n in args.seq_lens.split(",")]
     budget, start, step = args.minutes * 60.0, time.monotonic(), 0
     stop = []  # SIGTERM or SIGINT: finish the step, save, exit
@@ -194,6 +198,7 @@ def main() -> None:
                   "final": final, "seq_lens": lens, "lr": lr, "topk": args.topk,
                   "chunk": args.chunk, "kl_weight": args.kl_weight,
                   "answer_weight": args.answer_weight,
+                  "gaps": [args.min_gap, args.max_gap],
                   "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip

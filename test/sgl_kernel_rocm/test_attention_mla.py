@@ -5,15 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from attention_support import assert_bf16_close, assert_topk_selection, scattered_pages
-from sgl_kernel_rocm.attention import (
-    dsa_indexer,
-    dsa_indexer_scores,
-    dsa_indexer_scores_ref,
-    dsa_sparse_decode,
-    dsa_sparse_decode_ref,
-    mla_decode,
-    mla_decode_ref,
-)
+from sgl_kernel_rocm import attention
 
 HEADS = 16  # GLM-5 has 64 per rank-less layer; 16 keeps the interpreter quick
 D_QK = 576  # 512 latent + 64 rope
@@ -35,15 +27,15 @@ def test_mla_decode_matches_reference(page, kv_dtype, splits):
     q = torch.randn(3, HEADS, D_QK, generator=g).to(torch.bfloat16)
     scale = 0.25 if kv_dtype == torch.float8_e4m3fn else None  # per-tensor FP8 dequant
     out = torch.full((3, HEADS, 512), float("nan"), dtype=torch.bfloat16)
-    mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, out=out)
-    assert_bf16_close(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale))
+    attention.mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, out=out)
+    assert_bf16_close(out, attention.mla_decode_ref(q, kv, bt, seq, kv_scale=scale))
 
 
 def test_mla_decode_odd_head_count_and_lse():
     g, kv, bt, seq = _cache(9, 16, [30, 77], torch.bfloat16)
     q = torch.randn(2, 20, D_QK, generator=g).to(torch.bfloat16)  # 20 heads: 2 masked head blocks
-    out, lse = mla_decode(q, kv, bt, seq, num_splits=2, sm_scale=0.05, return_lse=True)
-    assert_bf16_close(out, mla_decode_ref(q, kv, bt, seq, sm_scale=0.05))
+    out, lse = attention.mla_decode(q, kv, bt, seq, num_splits=2, sm_scale=0.05, return_lse=True)
+    assert_bf16_close(out, attention.mla_decode_ref(q, kv, bt, seq, sm_scale=0.05))
     keys = kv[bt[1, :5].long()].reshape(-1, D_QK)[:77].double()
     s = torch.einsum("hd,nd->hn", q[1].double(), keys)
     # fp32 running max/sum: ~1e-6 relative of |lse|.
@@ -69,11 +61,11 @@ def test_mla_and_dsa_with_wide_head_blocks(monkeypatch, heads, block_h):
     g, kv, bt, seq = _cache(heads + block_h, 16, [37, 130], torch.float8_e4m3fn)
     q = torch.randn(2, heads, D_QK, generator=g).to(torch.bfloat16)
     out = torch.full((2, heads, 512), float("nan"), dtype=torch.bfloat16)
-    mla_decode(q, kv, bt, seq, kv_scale=0.5, num_splits=2, out=out)
-    assert_bf16_close(out, mla_decode_ref(q, kv, bt, seq, kv_scale=0.5))
+    attention.mla_decode(q, kv, bt, seq, kv_scale=0.5, num_splits=2, out=out)
+    assert_bf16_close(out, attention.mla_decode_ref(q, kv, bt, seq, kv_scale=0.5))
     idx = torch.randint(-1, 140, (2, 48), generator=g, dtype=torch.int32)
-    sparse = dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.5)
-    assert_bf16_close(sparse, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.5))
+    sparse = attention.dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.5)
+    assert_bf16_close(sparse, attention.dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.5))
 
 
 @pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn], ids=["bf16", "fp8"])
@@ -93,8 +85,8 @@ def test_dsa_sparse_decode_duplicates_and_short_lists(kv_dtype, splits, page):
     idx[3] = -1  # nothing valid: zeros
     out = torch.full((4, HEADS, 512), float("nan"), dtype=torch.bfloat16)
     scale = 0.25 if kv_dtype == torch.float8_e4m3fn else None
-    dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits, out=out)
-    ref = dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale)
+    attention.dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits, out=out)
+    ref = attention.dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale)
     assert_bf16_close(out, ref)
     assert torch.equal(out[3], torch.zeros_like(out[3]))
 
@@ -106,11 +98,11 @@ def test_dsa_indexer_scores_and_topk(page):
     k_scale = torch.rand(k.shape[:2], generator=g) + 0.05  # per-token FP8 scale
     q = torch.randn(3, 32, 128, generator=g).to(torch.bfloat16)
     w = torch.randn(3, 32, generator=g) * 128**-0.5
-    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(lens))
-    ref = dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
+    scores = attention.dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(lens))
+    ref = attention.dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
     # Without a host max length the width is the block table's capacity, -inf past each length.
-    wide = dsa_indexer_scores(q, w, k, k_scale, bt, seq)
+    wide = attention.dsa_indexer_scores(q, w, k, k_scale, bt, seq)
     assert wide.shape == (3, bt.shape[1] * page)
     assert torch.equal(wide[:, : max(lens)], scores) and torch.isinf(wide[:, max(lens) :]).all()
     fin = torch.isfinite(ref)
@@ -118,7 +110,7 @@ def test_dsa_indexer_scores_and_topk(page):
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)
 
     top_k = 64
-    idx = dsa_indexer(q, w, k, k_scale, bt, seq, top_k=top_k)
+    idx = attention.dsa_indexer(q, w, k, k_scale, bt, seq, top_k=top_k)
     assert_topk_selection(idx, ref, lens, top_k, slack=2e-4)  # 2x the score tolerance above
 
 
@@ -138,8 +130,10 @@ def test_dsa_indexer_loops_over_tiles_in_chunks(monkeypatch):
     k_scale = torch.rand(k.shape[:2], generator=g) + 0.05
     q = torch.randn(2, 32, 128, generator=g).to(torch.bfloat16)
     w = torch.randn(2, 32, generator=g) * 128**-0.5
-    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, 70)  # 5 tiles of 16 keys per row
-    ref = dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
+    scores = attention.dsa_indexer_scores(
+        q, w, k, k_scale, bt, seq, 70
+    )  # 5 tiles of 16 keys per row
+    ref = attention.dsa_indexer_scores_ref(q, w, k, k_scale, bt, seq)
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
     fin = torch.isfinite(ref)
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=1e-4, rtol=1e-5)
@@ -174,6 +168,9 @@ def test_split_merge_is_deterministic():
     g, kv, bt, seq = _cache(3, 16, [40, 200], torch.float8_e4m3fn)
     q = torch.randn(2, HEADS, D_QK, generator=g).to(torch.bfloat16)
     idx = torch.randint(-1, 200, (2, 96), generator=g, dtype=torch.int32)
-    runs = [dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.5, num_splits=6) for _ in range(2)]
+    runs = [
+        attention.dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=0.5, num_splits=6)
+        for _ in range(2)
+    ]
     assert torch.equal(runs[0], runs[1])
-    assert_bf16_close(runs[0], dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.5))
+    assert_bf16_close(runs[0], attention.dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=0.5))

@@ -26,18 +26,8 @@ import pytest
 import torch
 from attention_support import assert_bf16_close, assert_topk_selection, scattered_pages
 from moe_support import poison_buffers
+from sgl_kernel_rocm import attention
 from sgl_kernel_rocm.arch import current_arch, has_native_dot_scaled
-from sgl_kernel_rocm.attention import (
-    dsa_indexer,
-    dsa_indexer_scores,
-    dsa_indexer_scores_ref,
-    dsa_sparse_decode,
-    dsa_sparse_decode_ref,
-    gqa_decode,
-    gqa_decode_ref,
-    mla_decode,
-    mla_decode_ref,
-)
 from sgl_kernel_rocm.moe import fused_moe_mxfp4, softmax_topk, triton_moe
 from sgl_kernel_rocm.moe.synthetic import random_moe_inputs
 from sgl_kernel_rocm.mx import quantize_mxfp4, quantize_mxfp4_triton
@@ -248,8 +238,8 @@ def test_gqa_decode_matches_reference(page, group, kv_dtype, splits):
     seed = _fresh_seed()
     q, k, v, bt, seq, ks, vs = _gqa_inputs(seed, page, group, kv_dtype, GQA_LENS)
     out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
-    gqa_decode(q, k, v, bt, seq, k_scale=ks, v_scale=vs, num_splits=splits, out=out)
-    _check_attn(out, gqa_decode_ref(q, k, v, bt, seq, k_scale=ks, v_scale=vs), seed)
+    attention.gqa_decode(q, k, v, bt, seq, k_scale=ks, v_scale=vs, num_splits=splits, out=out)
+    _check_attn(out, attention.gqa_decode_ref(q, k, v, bt, seq, k_scale=ks, v_scale=vs), seed)
 
 
 def test_gqa_decode_planned_splits_and_lse():
@@ -257,8 +247,8 @@ def test_gqa_decode_planned_splits_and_lse():
     seed = _fresh_seed()
     page, group = 16, 8
     q, k, v, bt, seq, _, _ = _gqa_inputs(seed, page, group, torch.bfloat16, GQA_LENS)
-    out, lse = gqa_decode(q, k, v, bt, seq, return_lse=True)
-    _check_attn(out, gqa_decode_ref(q, k, v, bt, seq), seed)
+    out, lse = attention.gqa_decode(q, k, v, bt, seq, return_lse=True)
+    _check_attn(out, attention.gqa_decode_ref(q, k, v, bt, seq), seed)
     for b, n in enumerate(GQA_LENS):
         pos = torch.arange(n, device=DEVICE)
         keys = k[bt[b, pos // page].long(), pos % page].double()  # [n, Hkv, D]
@@ -303,15 +293,15 @@ def test_mla_decode_matches_reference(page, kv_dtype, splits):
     seed = _fresh_seed()
     _, q, kv, bt, seq, scale = _mla_inputs(seed, page, kv_dtype, MLA_LENS)
     out = _latent_out(len(MLA_LENS))
-    mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, out=out)
-    _check_attn(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale), seed)
+    attention.mla_decode(q, kv, bt, seq, kv_scale=scale, num_splits=splits, out=out)
+    _check_attn(out, attention.mla_decode_ref(q, kv, bt, seq, kv_scale=scale), seed)
 
 
 def test_mla_decode_planned_splits_fp8():
     seed = _fresh_seed()
     _, q, kv, bt, seq, scale = _mla_inputs(seed, 64, FP8, MLA_LENS)
-    out = mla_decode(q, kv, bt, seq, kv_scale=scale)
-    _check_attn(out, mla_decode_ref(q, kv, bt, seq, kv_scale=scale), seed)
+    out = attention.mla_decode(q, kv, bt, seq, kv_scale=scale)
+    _check_attn(out, attention.mla_decode_ref(q, kv, bt, seq, kv_scale=scale), seed)
 
 
 DSA_TOPK = 96 if CPU_SMOKE else 2048  # GLM-5 index_topk
@@ -343,8 +333,8 @@ def test_dsa_sparse_decode_matches_reference(page, kv_dtype, splits):
     g, q, kv, bt, seq, scale = _mla_inputs(seed, page, kv_dtype, DSA_LENS)
     idx = _dsa_indices(g, DSA_LENS).to(DEVICE)
     out = _latent_out(len(DSA_LENS))
-    dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits, out=out)
-    _check_attn(out, dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale), seed)
+    attention.dsa_sparse_decode(q, kv, bt, seq, idx, kv_scale=scale, num_splits=splits, out=out)
+    _check_attn(out, attention.dsa_sparse_decode_ref(q, kv, bt, seq, idx, kv_scale=scale), seed)
     assert torch.equal(out[-1], torch.zeros_like(out[-1])), "an empty index list must give zeros"
 
 
@@ -359,9 +349,11 @@ def test_dsa_indexer_scores_and_topk(page):
     k_scale = (torch.rand(k.shape[:2], generator=g) + 0.05).to(DEVICE)  # per-token FP8 scale
     q = torch.randn(len(IDX_LENS), 32, 128, generator=g).to(torch.bfloat16).to(DEVICE)
     w = (torch.randn(len(IDX_LENS), 32, generator=g) * 128**-0.5).to(DEVICE)
-    scores = dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(IDX_LENS)).cpu()
+    scores = attention.dsa_indexer_scores(q, w, k, k_scale, bt, seq, max(IDX_LENS)).cpu()
     # The reference builds its output on the CPU: give it CPU inputs.
-    ref = dsa_indexer_scores_ref(q.cpu(), w.cpu(), k.cpu(), k_scale.cpu(), bt.cpu(), seq.cpu())
+    ref = attention.dsa_indexer_scores_ref(
+        q.cpu(), w.cpu(), k.cpu(), k_scale.cpu(), bt.cpu(), seq.cpu()
+    )
     assert torch.equal(torch.isinf(scores), torch.isinf(ref)), "padding must be -inf"
     fin = torch.isfinite(ref)
     # fp32 dot over 128 dims of exact bf16 x fp8 products, then a 32-head weighted sum: ~1e-6
@@ -369,5 +361,5 @@ def test_dsa_indexer_scores_and_topk(page):
     atol = max(1e-4, 1e-5 * ref[fin].abs().max().item())
     torch.testing.assert_close(scores[fin].double(), ref[fin], atol=atol, rtol=1e-5)
 
-    idx = dsa_indexer(q, w, k, k_scale, bt, seq, top_k=IDX_TOPK).cpu()
+    idx = attention.dsa_indexer(q, w, k, k_scale, bt, seq, top_k=IDX_TOPK).cpu()
     assert_topk_selection(idx, ref, IDX_LENS, IDX_TOPK, slack=2 * atol, note=f"seed {seed}")

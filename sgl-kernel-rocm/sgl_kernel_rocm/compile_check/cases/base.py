@@ -55,38 +55,16 @@ class Case:
 
 
 def build(
-    kernel: str,
-    module: str,
-    fn: str,
-    arch: str,
-    label: str,
-    cfg: dict[str, Any],
-    *,
-    pointers: tuple[tuple[str, str], ...],
-    ints: tuple[tuple[str, int], ...],
-    constexprs: tuple[tuple[str, Any], ...],
-    floats: tuple[str, ...] = (),
-    stream: str = "",
-    stream_bytes_per_iter: int = 0,
-    expect: tuple[str, ...] = (),
+    kernel: str, module: str, fn: str, arch: str, label: str, cfg: dict[str, Any], **fields: Any
 ) -> Case:
-    """The one case builder: warps and stages come from the launch config `cfg`."""
-    return Case(
-        kernel=kernel,
-        module=module,
-        fn=fn,
-        arch=arch,
-        label=label,
-        pointers=pointers,
-        ints=ints,
-        floats=floats,
-        constexprs=constexprs,
-        num_warps=int(cfg["num_warps"]),
-        num_stages=int(cfg["num_stages"]),
-        stream=stream,
-        stream_bytes_per_iter=stream_bytes_per_iter,
-        expect=expect,
-    )
+    """The one case builder: warps and stages come from the launch config `cfg`; `fields` are
+    Case's others by name (pointers, ints, constexprs; floats, stream, stream_bytes_per_iter
+    and expect where a kernel has them)."""
+    fields.setdefault("floats", ())
+    fields.setdefault("stream", "")
+    fields.setdefault("stream_bytes_per_iter", 0)
+    warps, stages = int(cfg["num_warps"]), int(cfg["num_stages"])
+    return Case(kernel, module, fn, arch, label, num_warps=warps, num_stages=stages, **fields)
 
 
 @dataclass(frozen=True)

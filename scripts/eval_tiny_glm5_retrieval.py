@@ -6,38 +6,80 @@ uses) plants `NAME = 'value'` (6 random hex digits) `gap` tokens before its end 
 `assert NAME == '`; the model, teacher-forced, must predict every token of the value (greedy
 argmax at each). A sample is recalled when all of them are right; the record gives the share
 recalled per gap, with the per-token accuracy and the value tokens' NLL beside it. Chance is far
-below: the value is 24 random bits.
+below: the value is 24 random bits. `plant_selected` is the share of (value query, indexer) pairs
+whose top-k holds the whole planted line (1 where the sequence is within top-k); `--dense` adds
+the recall through every causal key, so a miss is put on the indexer or on the copy.
 
     python scripts/eval_tiny_glm5_retrieval.py --model build/long-sparse --gaps 1024,4096
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
 
+import long_attention
 import torch
-from long_attention import LongSettings, forward
+from long_attention import DENSE, LongSettings, forward
 from long_data import LongData
 from tiny_common import eval_parser, load_eager, write_record
 
 
+@contextlib.contextmanager
+def captured_selections():
+    """Every selection long_attention.forward makes while open: a list (one entry per layer
+    that owns an indexer) of per-chunk [C, topk] key positions (None: all causal keys)."""
+    got: list = []
+    real = long_attention.select
+
+    def select(*a, **kw):
+        got.append(real(*a, **kw))
+        return got[-1]
+
+    long_attention.select = select
+    try:
+        yield got
+    finally:
+        long_attention.select = real
+
+
+def plant_selected(selections: list, s, chunk: int) -> float:
+    """Share of (answer query, indexer) pairs whose top-k holds every token of the planted
+    line: what the main attention must see to copy the value."""
+    at = s.ids.numel() - s.gap
+    plant = torch.arange(at, at + s.plant_len)
+    queries = s.answer.nonzero().flatten().tolist()
+    hits = total = 0
+    for per_chunk in selections:
+        for q in queries:
+            sel = per_chunk[q // chunk]
+            total += 1
+            hits += sel is None or bool(torch.isin(plant, sel[q % chunk]).all())
+    return hits / total if total else float("nan")
+
+
 @torch.no_grad()
 def probe(model, data: LongData, gap: int, samples: int, topk: int) -> dict:
+    """Recall through `topk` (DENSE: every causal key), with the planted line's selection."""
     st = LongSettings(topk=topk, checkpoint_chunks=False)
-    recalled, right, tokens, nll = 0, 0, 0, 0.0
+    recalled, right, tokens, nll, selected = 0, 0, 0, 0.0, []
     for i in range(samples):
         s = data.sample(i, gap + 256, gap=gap)
-        logits, _ = forward(model, s.ids[:-1], st)
+        with captured_selections() as sels:
+            logits, _ = forward(model, s.ids[:-1], st)
+        selected.append(plant_selected(sels, s, st.chunk))
         logp = torch.log_softmax(logits[s.answer].double(), -1)
         target = s.ids[1:][s.answer]
         hit = logp.argmax(-1) == target
         recalled += bool(hit.all())
         right, tokens = right + int(hit.sum()), tokens + target.numel()
         nll += float(-logp.gather(1, target[:, None]).sum())
-    return {"gap": gap, "samples": samples, "recalled": recalled / samples,
-            "token_accuracy": right / tokens, "value_nll": nll / tokens}  # fmt: skip
+    return {"gap": gap, "attention": "dense" if topk == DENSE else f"top-{topk}",
+            "samples": samples, "recalled": recalled / samples,
+            "token_accuracy": right / tokens, "value_nll": nll / tokens,
+            "plant_selected": sum(selected) / samples}  # fmt: skip
 
 
 def main() -> None:
@@ -45,6 +87,11 @@ def main() -> None:
     ap.add_argument("--model", required=True, help="bf16 weights directory")
     ap.add_argument("--gaps", default="1024,4096,16384,30720", help="tokens back, comma-separated")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--dense",
+        action="store_true",
+        help="also recall through dense attention: is the indexer or the copy short?",
+    )
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -54,10 +101,12 @@ def main() -> None:
     model = load_eager(args.model)
     rows, t0 = [], time.time()
     for gap in (int(g) for g in args.gaps.split(",")):
-        rows.append(probe(model, data, gap, args.windows, topk))
-        r = rows[-1]
-        print(f"gap {gap}: recalled {r['recalled']:.2f} (tokens {r['token_accuracy']:.2f}, "
-              f"NLL {r['value_nll']:.3f}) ({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
+        for k in (topk, DENSE) if args.dense else (topk,):
+            rows.append(probe(model, data, gap, args.windows, k))
+            r = rows[-1]
+            print(f"gap {gap} {r['attention']}: recalled {r['recalled']:.2f} (tokens "
+                  f"{r['token_accuracy']:.2f}, NLL {r['value_nll']:.3f}, planted line selected "
+                  f"{r['plant_selected']:.2f}) ({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
     config = {"model": args.model, "index_topk": topk, "sequences_per_gap": args.windows,
               "split": "long_data held-out, seed 1", "compute": "long_attention.forward, float32",
               "threads": args.threads}  # fmt: skip

@@ -117,9 +117,10 @@ def _take(t: torch.Tensor, keys: torch.Tensor | None, b: int, dim: int) -> torch
     return t.narrow(dim, 0, b) if keys is None else t.index_select(dim, keys)
 
 
-def attend_chunk(q, k, v, keys, mask, scale, iq=None, ik=None, iw=None, iscale=0.0):
+def attend_chunk(q, k, v, keys, mask, scale, iq=None, ik=None, iw=None, iscale=0.0, qw=None):
     """One chunk's sparse attention: q [H, C, D], k [H, L, D], v [H, L, Dv] -> [C, H, Dv], and
-    the indexer's KL summed over the chunk's queries (0 without iq)."""
+    the indexer's KL summed over the chunk's queries (0 without iq), each query's weighted by
+    `qw` [C] where given."""
     b = mask.shape[1] if keys is None else 0
     kk, vv = _take(k, keys, b, 1), _take(v, keys, b, 1)
     s = torch.matmul(q * scale, kk.transpose(1, 2))
@@ -130,8 +131,8 @@ def attend_chunk(q, k, v, keys, mask, scale, iq=None, ik=None, iw=None, iscale=0
     target = p.detach().mean(0)
     logit = index_scores(iq, _take(ik, keys, b, 0), iw, iscale).masked_fill(~mask, float("-inf"))
     logq = torch.log_softmax(logit, dim=-1).masked_fill(~mask, 0.0)
-    kl = (target * (torch.log(target.clamp_min(1e-12)) - logq)).sum()
-    return out, kl
+    kl = (target * (torch.log(target.clamp_min(1e-12)) - logq)).sum(-1)
+    return out, (kl if qw is None else kl * qw).sum()
 
 
 def mla_qkv(attn, x: torch.Tensor, cos, sin):
@@ -149,15 +150,16 @@ def mla_qkv(attn, x: torch.Tensor, cos, sin):
     return q_resid, q.transpose(0, 1), k.transpose(0, 1), kv[..., nope:].transpose(0, 1)
 
 
-def layer_body(layer, h, cos, sin, ind: Indexed, st: LongSettings, scale: float):
-    """One decoder layer on h [L, hidden] attending through `ind`'s selection: (h', KL sum)."""
+def layer_body(layer, h, cos, sin, ind: Indexed, st: LongSettings, scale: float, qw=None):
+    """One decoder layer on h [L, hidden] attending through `ind`'s selection: (h', KL sum,
+    each query's weighted by `qw` [L] where given)."""
     attn = layer.self_attn
     _, q, k, v = mla_qkv(attn, layer.input_layernorm(h), cos, sin)
     outs, kl = [], h.new_zeros(())
     kl_here = st.indexer_loss and (st.shared_kl or attn.indexer is not None)
     for (a, b), sel in zip(chunks(h.shape[0], st.chunk), ind.selection, strict=True):
         keys, mask = chunk_keys(sel, a, b, st.union_share)
-        extra = (ind.q[a:b], ind.k, ind.w[a:b], ind.scale) if kl_here else ()
+        extra = (ind.q[a:b], ind.k, ind.w[a:b], ind.scale, _rows(qw, a, b)) if kl_here else ()
         args = (q[:, a:b], k, v, keys, mask, scale, *extra)
         if st.checkpoint_chunks:
             o, c = checkpoint(attend_chunk, *args, use_reentrant=False)
@@ -170,9 +172,15 @@ def layer_body(layer, h, cos, sin, ind: Indexed, st: LongSettings, scale: float)
     return h + layer.mlp(layer.post_attention_layernorm(h)), kl
 
 
-def forward(model, ids: torch.Tensor, st: LongSettings):
+def _rows(t: torch.Tensor | None, a: int, b: int) -> torch.Tensor | None:
+    return None if t is None else t[a:b]
+
+
+def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tensor | None = None):
     """Logits [L, vocab] for token ids [L], and the indexer KL (mean over queries and layers;
-    0 unless st.indexer_loss)."""
+    0 unless st.indexer_loss). `query_weight` [L] weighs each query's KL (the mean becomes the
+    weighted mean): the few queries that must reach far back can outweigh the many that need
+    not."""
     cfg = model.config
     rope = cfg.rope_parameters
     cos, sin = cos_sin(rope, cfg.qk_rope_head_dim, torch.arange(ids.numel()))
@@ -190,11 +198,13 @@ def forward(model, ids: torch.Tensor, st: LongSettings):
             sel = select(iq, ik, iw, iscale, st.topk, st.chunk)
             ind = Indexed(iq, ik, iw, iscale, sel)
         if st.checkpoint_layers:
-            h, c = checkpoint(layer_body, layer, h, cos, sin, ind, st, scale, use_reentrant=False)
+            h, c = checkpoint(layer_body, layer, h, cos, sin, ind, st, scale, query_weight,
+                              use_reentrant=False)  # fmt: skip
         else:
-            h, c = layer_body(layer, h, cos, sin, ind, st, scale)
+            h, c = layer_body(layer, h, cos, sin, ind, st, scale, query_weight)
         kl = kl + c
     logits = model.lm_head(model.model.norm(h))
     owners = sum(x.self_attn.indexer is not None for x in model.model.layers)
     layers = cfg.num_hidden_layers if st.shared_kl else owners
-    return logits, kl / (ids.numel() * layers)
+    queries = ids.numel() if query_weight is None else float(query_weight.sum())
+    return logits, kl / (queries * layers)

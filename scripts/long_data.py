@@ -32,6 +32,7 @@ class Sample:
     ids: torch.Tensor  # [length + 1] token ids (inputs ids[:-1], targets ids[1:])
     answer: torch.Tensor  # [length] bool: targets that are the planted value's tokens
     gap: int  # tokens from the planted line to the end
+    plant_len: int = 0  # tokens of the planted line (it starts at len(ids) - gap)
 
 
 class LongData:
@@ -91,4 +92,4 @@ class LongData:
         marks = torch.zeros(length, dtype=torch.bool)
         end = body + len(ask)  # ids index of the first answer token
         marks[end - 1 : end - 1 + len(answer)] = True
-        return Sample(ids, marks, len(ids) - at)
+        return Sample(ids, marks, len(ids) - at, min(len(plant), len(ids) - at))

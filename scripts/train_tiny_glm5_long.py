@@ -97,11 +97,16 @@ def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: 
 
 def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
                kl_weight: float = 1.0, answer: torch.Tensor | None = None,
-               answer_weight: float = 0.0) -> dict:  # fmt: skip
+               answer_weight: float = 0.0, answer_kl_weight: float = 0.0) -> dict:  # fmt: skip
     """One forward + backward + optimizer step on ids [L + 1]; the losses. `answer` [L] marks the
     planted value's tokens (long_data.Sample.answer): their mean cross-entropy is added with
-    `answer_weight` (a handful of tokens in 4k-32k otherwise weigh nothing in the LM loss)."""
-    logits, kl = forward(model, ids[:-1], st)
+    `answer_weight` (a handful of tokens in 4k-32k otherwise weigh nothing in the LM loss); their
+    queries' indexer KL counts 1 + `answer_kl_weight` times (the indexer's one lesson in reaching
+    the planted line, among thousands of queries that look near)."""
+    qw = None
+    if answer_kl_weight and answer is not None and bool(answer.any()):
+        qw = 1.0 + answer_kl_weight * answer.float()
+    logits, kl = forward(model, ids[:-1], st, qw)
     out = {}
     if stage == "warmup":
         lm = torch.zeros(())
@@ -159,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kl-weight", type=float, default=1.0)
     ap.add_argument("--answer-weight", type=float, default=0.0,
                     help="weight of the planted value's cross-entropy (sparse stage)")  # fmt: skip
+    ap.add_argument("--answer-kl-weight", type=float, default=0.0,
+                    help="extra weight of the value queries' indexer KL (1 + this)")  # fmt: skip
     ap.add_argument("--min-gap", type=int, default=1024,
                     help="least tokens from the planted line to the end (long_data)")  # fmt: skip
     ap.add_argument("--max-gap", type=int, default=30720, help="... and most")
@@ -198,6 +205,7 @@ def main() -> None:
                   "final": final, "seq_lens": lens, "lr": lr, "topk": args.topk,
                   "chunk": args.chunk, "kl_weight": args.kl_weight,
                   "answer_weight": args.answer_weight,
+                  "answer_kl_weight": args.answer_kl_weight,
                   "gaps": [args.min_gap, args.max_gap],
                   "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
@@ -214,7 +222,7 @@ def main() -> None:
         st = settings(args.stage, args.topk, args.chunk, len(sample.ids) - 1,
                       args.checkpoint_layers)  # fmt: skip
         losses = train_step(model, opt, sample.ids, st, args.stage, args.kl_weight,
-                            sample.answer, args.answer_weight)  # fmt: skip
+                            sample.answer, args.answer_weight, args.answer_kl_weight)  # fmt: skip
         step += 1
         print(f"step {step} len {len(sample.ids) - 1} {losses} "
               f"t {time.monotonic() - start:.0f}s", flush=True)  # fmt: skip

@@ -195,3 +195,22 @@ def test_answer_weight_adds_the_planted_values_cross_entropy(model, ids):
     assert abs(got["answer"] - want) < 1e-4, (got, want)
     assert "answer" not in trainer.train_step(model, opt, ids, st, "sparse", 1.0, answer, 0.0)
     model.zero_grad()
+
+
+def test_query_weight_is_a_weighted_mean_of_each_querys_kl(model, ids):
+    """--answer-kl-weight: forward's query_weight weighs each query's indexer KL on its own
+    (weights 1 + c on marked queries: the all-query sum plus c times the marked queries' sum, over
+    N + c * marked), in the dense warm-up and through the sparse selection."""
+    marked = torch.zeros(LENGTH)
+    marked[-40:-30] = 1.0
+    c = 50.0
+    for topk in (la.DENSE, TOPK):
+        st = la.LongSettings(topk=topk, chunk=CHUNK, indexer_loss=True, checkpoint_chunks=False)
+        with torch.no_grad():
+            _, all_q = la.forward(model, ids[:-1], st)
+            _, only = la.forward(model, ids[:-1], st, marked)
+            _, both = la.forward(model, ids[:-1], st, 1.0 + c * marked)
+        n, m = LENGTH, float(marked.sum())
+        want = (float(all_q) * n + c * float(only) * m) / (n + c * m)
+        assert abs(float(both) - want) < 1e-4 * want, (topk, float(both), want)
+        assert abs(float(only) - float(all_q)) > 1e-3 * float(all_q)  # the marked queries differ

@@ -6,9 +6,10 @@ uses) plants `NAME = 'value'` (6 random hex digits) `gap` tokens before its end 
 `assert NAME == '`; the model, teacher-forced, must predict every token of the value (greedy
 argmax at each). A sample is recalled when all of them are right; the record gives the share
 recalled per gap, with the per-token accuracy and the value tokens' NLL beside it. Chance is far
-below: the value is 24 random bits. `plant_selected` is the share of (value query, indexer) pairs
-whose top-k holds the whole planted line (1 where the sequence is within top-k); `--dense` adds
-the recall through every causal key, so a miss is put on the indexer or on the copy.
+below: the value is 24 random bits. `plant_selected` is the mean share of the planted line's
+tokens in the top-k of a value query, over those queries and the indexers (1 where the sequence
+is within top-k); `--dense` adds the recall through every causal key, so a miss is put on the
+indexer or on the copy.
 
     python scripts/eval_tiny_glm5_retrieval.py --model build/long-sparse --gaps 1024,4096
 """
@@ -46,18 +47,15 @@ def captured_selections():
 
 
 def plant_selected(selections: list, s, chunk: int) -> float:
-    """Share of (answer query, indexer) pairs whose top-k holds every token of the planted
-    line: what the main attention must see to copy the value."""
+    """Mean share of the planted line's tokens in the top-k, over (value query, indexer) pairs:
+    what of the line the main attention can see when it copies the value."""
     at = s.ids.numel() - s.gap
     plant = torch.arange(at, at + s.plant_len)
     queries = s.answer.nonzero().flatten().tolist()
-    hits = total = 0
-    for per_chunk in selections:
-        for q in queries:
-            sel = per_chunk[q // chunk]
-            total += 1
-            hits += sel is None or bool(torch.isin(plant, sel[q % chunk]).all())
-    return hits / total if total else float("nan")
+    shares = [1.0 if (sel := per_chunk[q // chunk]) is None
+              else float(torch.isin(plant, sel[q % chunk]).float().mean())
+              for per_chunk in selections for q in queries]  # fmt: skip
+    return sum(shares) / len(shares) if shares else float("nan")
 
 
 @torch.no_grad()

@@ -86,10 +86,11 @@ def ours_summary(summary) -> dict:
 @dataclass(frozen=True)
 class Prepared:
     """Everything our runner needs before its first request, made before SGLang's process
-    starts: on the suite's loaded box loading the tokenizer and asking the server its model and
-    limits took long enough to start ours a second behind SGLang's, and the client that finishes
-    last runs its tail alone, faster (CI 2026-12-06: request throughput 0.89 at concurrency 2,
-    our ITL median 11% under SGLang's)."""
+    starts, so that nothing but its event loop stands between the two first requests: whatever
+    loading the tokenizer and reading the server's model and limits take on a loaded box would
+    otherwise start ours late, and the client that finishes last runs its tail alone, faster
+    (CI 2026-12-06: request throughput 0.89 at concurrency 2, our ITL median 11% under
+    SGLang's; how much of that was a late start was not measured)."""
 
     trace: object
     prompts: dict
@@ -99,7 +100,6 @@ class Prepared:
 
 def prepare_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> Prepared:
     """Trace, prompts, tokenizer, model name and limits for `w`, read now."""
-    from sglang_mx.bench.load.limits import fetch_limits
     from sglang_mx.bench.load.prompts import SegmentTokens, load_tokenizer, materialize
     from sglang_mx.bench.run.runner import RunConfig
     from sglang_mx.capacity.workload import LengthDist, WorkloadSpec
@@ -119,18 +119,26 @@ def prepare_ours(url: str, tokenizer_dir: str, w: PeerWorkload) -> Prepared:
     trace = generate(spec)
     tokens = SegmentTokens(load_tokenizer(tokenizer_dir), seed=TOKEN_SEED)
     # no /metrics: the server's counters count SGLang's client's requests as well
+    model, limits = _model_and_limits(url)
     cfg = RunConfig(url, flush=False, prime=False, warmup=0, progress=False, scrape_metrics=False,
-                    model=_first_model_id(url), limits=fetch_limits(url))  # fmt: skip
+                    model=model, limits=limits)  # fmt: skip
     return Prepared(trace, materialize(trace, tokens), tokens, cfg)
 
 
-def _first_model_id(url: str) -> str:
-    import httpx
+def _model_and_limits(url: str):
+    """The runner's own reads: /v1/models' first id and the server's limits."""
+    import asyncio
 
-    try:
-        return httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise BenchError(f"cannot read a model name from {url}/v1/models: {exc}") from None
+    import httpx
+    from sglang_mx.bench.load.limits import read_limits
+    from sglang_mx.bench.run.runner import _first_model
+
+    async def go():
+        async with httpx.AsyncClient(timeout=30) as client:
+            model = await _first_model(client, url)
+            return model, await read_limits(client, url, model)
+
+    return asyncio.run(go())
 
 
 def run_ours(prep: Prepared) -> dict:

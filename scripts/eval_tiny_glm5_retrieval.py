@@ -16,34 +16,14 @@ indexer or on the copy.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from pathlib import Path
 
-import long_attention
 import torch
 from long_attention import DENSE, LongSettings, forward
 from long_data import LongData
 from tiny_common import eval_parser, load_eager, write_record
-
-
-@contextlib.contextmanager
-def captured_selections():
-    """Every selection long_attention.forward makes while open: a list (one entry per layer
-    that owns an indexer) of per-chunk [C, topk] key positions (None: all causal keys)."""
-    got: list = []
-    real = long_attention.select
-
-    def select(*a, **kw):
-        got.append(real(*a, **kw))
-        return got[-1]
-
-    long_attention.select = select
-    try:
-        yield got
-    finally:
-        long_attention.select = real
 
 
 def plant_selected(selections: list, s, chunk: int) -> float:
@@ -65,8 +45,8 @@ def probe(model, data: LongData, gap: int, samples: int, topk: int) -> dict:
     recalled, right, tokens, nll, selected = 0, 0, 0, 0.0, []
     for i in range(samples):
         s = data.sample(i, gap + 256, gap=gap)
-        with captured_selections() as sels:
-            logits, _ = forward(model, s.ids[:-1], st)
+        sels: list = []
+        logits, _ = forward(model, s.ids[:-1], st, selections=sels)
         selected.append(plant_selected(sels, s, st.chunk))
         logp = torch.log_softmax(logits[s.answer].double(), -1)
         target = s.ids[1:][s.answer]

@@ -176,11 +176,12 @@ def _rows(t: torch.Tensor | None, a: int, b: int) -> torch.Tensor | None:
     return None if t is None else t[a:b]
 
 
-def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tensor | None = None):
+def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tensor | None = None,
+            selections: list | None = None):  # fmt: skip
     """Logits [L, vocab] for token ids [L], and the indexer KL (mean over queries and layers;
     0 unless st.indexer_loss). `query_weight` [L] weighs each query's KL (the mean becomes the
     weighted mean): the few queries that must reach far back can outweigh the many that need
-    not."""
+    not. `selections`, where given, gets each indexer's per-chunk selection (select()'s list)."""
     cfg = model.config
     rope = cfg.rope_parameters
     cos, sin = cos_sin(rope, cfg.qk_rope_head_dim, torch.arange(ids.numel()))
@@ -196,6 +197,8 @@ def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tens
             iq, ik, iw = indexer_tensors(attn.indexer, x, q_resid, cos, sin)
             iscale = attn.indexer.softmax_scale
             sel = select(iq, ik, iw, iscale, st.topk, st.chunk)
+            if selections is not None:
+                selections.append(sel)
             ind = Indexed(iq, ik, iw, iscale, sel)
         if st.checkpoint_layers:
             h, c = checkpoint(layer_body, layer, h, cos, sin, ind, st, scale, query_weight,

@@ -131,11 +131,11 @@ def _model_and_limits(url: str):
 
     import httpx
     from sglang_mx.bench.load.limits import read_limits
-    from sglang_mx.bench.run.runner import _first_model
+    from sglang_mx.bench.run.runner import first_model
 
     async def go():
         async with httpx.AsyncClient(timeout=30) as client:
-            model = await _first_model(client, url)
+            model = await first_model(client, url)
             return model, await read_limits(client, url, model)
 
     return asyncio.run(go())

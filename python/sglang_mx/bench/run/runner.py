@@ -79,7 +79,7 @@ def loud(message: str) -> str:
     return message
 
 
-async def _first_model(client, base_url: str) -> str:
+async def first_model(client, base_url: str) -> str:
     try:
         resp = await client.get(f"{base_url}/v1/models")
         resp.raise_for_status()
@@ -160,7 +160,7 @@ async def run_trace_async(
         raise BenchError(f"processes {cfg.processes}: at least 1")
     warnings: list[str] = []
     async with http_client(cfg) as client:
-        model = cfg.model or await _first_model(client, cfg.base_url)
+        model = cfg.model or await first_model(client, cfg.base_url)
         limits = cfg.limits or await read_limits(client, cfg.base_url, model)
         if cfg.check_limits:
             check_fits(trace, limits, _max_sent_id(cfg, prompts))

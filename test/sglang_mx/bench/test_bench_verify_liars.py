@@ -142,15 +142,21 @@ def honest_and_near(url: str, tokenizer: str, ref: float, tmp_path, tries: int =
     docstring says. Returns the figures, the checks that failed (empty when verify is honest)
     and the near run's verdict."""
     # the honest run: no prefix sharing and no warm-up, so the server's window holds only the
-    # repeats' requests
-    e2e_sum, e2e_n = server_e2e(url)
-    _, honest = _verify(url, _claim(tmp_path, HONEST * ref, hit_rate=0.0), tokenizer,
-                        tmp_path / "honest", warmup=0)  # fmt: skip
-    after_sum, after_n = server_e2e(url)
-    assert after_n - e2e_n == 3 * REQUESTS, (e2e_n, after_n)
-    bound = SLOTS * OUT / ((after_sum - e2e_sum) / (after_n - e2e_n))
-    values = honest["values"]  # equal tokens per repeat: their harmonic mean is tokens / time
-    overall = len(values) / sum(1 / v for v in values)
+    # repeats' requests. Run again (bound read afresh) while it falls under the bound and the
+    # verdict names a starved client as the only cause: what lies between the bound and verify's
+    # figure is the client's side, and a client measured starved is what the verdict asks to
+    # rerun (CI 2026-12-07: ratio 0.683 with event-loop lag p99 121 and 174 ms in two repeats)
+    for attempt in range(1, tries + 1):
+        e2e_sum, e2e_n = server_e2e(url)
+        _, honest = _verify(url, _claim(tmp_path, HONEST * ref, hit_rate=0.0), tokenizer,
+                            tmp_path / f"honest-{attempt}", warmup=0)  # fmt: skip
+        after_sum, after_n = server_e2e(url)
+        assert after_n - e2e_n == 3 * REQUESTS, (e2e_n, after_n)
+        bound = SLOTS * OUT / ((after_sum - e2e_sum) / (after_n - e2e_n))
+        values = honest["values"]  # equal tokens per repeat: their harmonic mean is tokens / time
+        overall = len(values) / sum(1 / v for v in values)
+        if overall >= SERVER_LOW * bound or not _client_bound_only(honest):
+            break
     near = _claim(tmp_path, NEAR * ref)
     with liar_proxy(url, Lies()) as relay:  # a proxy that tells no lie
         _, relayed, _ = _verify_decided(relay, near, tokenizer, tmp_path / "relayed", tries)

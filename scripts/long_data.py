@@ -11,7 +11,11 @@ A sequence of `length` tokens is:
 3. a planted retrieval: a line `NAME = 'value'` (an identifier and 6 hex digits, both random) put
    `gap` tokens before the end, gap drawn from [min_gap, max_gap] (1k-30k by default, as far as
    the sequence allows), and the sequence ends with `assert NAME == 'value'`: the value's tokens
-   are predictable only from the planted line. `Sample.answer` marks them.
+   are predictable only from the planted line. `Sample.answer` marks them. With `plants` > 1,
+   the other lines go in at gaps of their own drawn from the same range (never overlapping), and
+   their asserts come before the first line's, in a seeded order: more retrieval signal per
+   step where a step is minutes long (32k). Their draws come from a stream of their own, so
+   `plants=1` gives the same sequences as before the option (the probes' held-out sequences).
 
 Train and held-out sequences never share a source file, and their seeds are drawn apart.
 """
@@ -39,9 +43,12 @@ class LongData:
     """Seeded long sequences from one split of the stdlib corpus."""
 
     def __init__(self, tokenizer, split: str, seed: int = 0, min_gap: int = 1024,
-                 max_gap: int = 30720, copy_prob: float = 0.5):  # fmt: skip
+                 max_gap: int = 30720, copy_prob: float = 0.5, plants: int = 1):  # fmt: skip
         if split not in ("train", "held"):
             raise ValueError(f"split must be 'train' or 'held', not {split!r}")
+        if plants < 1:
+            raise ValueError(f"plants must be at least 1, not {plants}")
+        self.plants = plants
         train, held = stdlib_files()
         self.texts = train if split == "train" else held
         self.tok, self.eos = tokenizer, tokenizer.eos_token_id
@@ -63,16 +70,19 @@ class LongData:
         (the retrieval probe) instead of the seeded draw (which is made either way, so the rest
         of the sequence is the same)."""
         rng = random.Random(self.seed * 1_000_003 + index)
-        name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{rng.randrange(100, 1000)}"
-        value = f"{rng.randrange(16**6):06x}"
-        plant = self._encode(f"{name} = '{value}'\n")
-        ask = self._encode(f"\nassert {name} == '")
-        answer = self._encode(value)
-        tail = self._encode("'\n")
+        extra = random.Random((self.seed * 1_000_003 + index) * 7 + 1)  # the other plants'
+        keys = [self._key(rng)] + [self._key(extra) for _ in range(self.plants - 1)]
+        keys = keys[:1] + [k for k in dict(keys[1:]).items() if k[0] != keys[0][0]]  # distinct
+        plant = self._encode(f"{keys[0][0]} = '{keys[0][1]}'\n")
         lo = min(self.min_gap, length // 2)
-        drawn = rng.randint(lo, max(lo, min(self.max_gap, length - len(plant) - 64)))
+        hi = max(lo, min(self.max_gap, length - len(plant) - 64))
+        drawn = rng.randint(lo, hi)
         gap = drawn if gap is None else min(gap, length - len(plant) - 64)
-        body = length + 1 - len(ask) - len(answer) - len(tail)
+        # the closing asserts: the other plants' in a seeded order, the first plant's last
+        order = keys[1:]
+        extra.shuffle(order)
+        closing = [self._question(name, value) for name, value in order + keys[:1]]
+        body = length + 1 - sum(len(a) + len(v) + len(t) for a, v, t in closing)
         text: list[int] = []
         starts: list[int] = []  # where each file begins in `text`
         while len(text) < body:
@@ -85,11 +95,37 @@ class LongData:
             starts.append(len(text))
             text += self._file(rng.randrange(len(self.texts))) + [self.eos]
         text = text[:body]
-        at = body - (gap - len(ask) - len(answer) - len(tail))
-        at = max(0, min(at, body - len(plant)))
+        at = max(0, min(length + 1 - gap, body - len(plant)))
         text[at : at + len(plant)] = plant
-        ids = torch.tensor(text + ask + answer + tail, dtype=torch.long)[: length + 1]
-        marks = torch.zeros(length, dtype=torch.bool)
-        end = body + len(ask)  # ids index of the first answer token
-        marks[end - 1 : end - 1 + len(answer)] = True
-        return Sample(ids, marks, len(ids) - at, min(len(plant), len(ids) - at))
+        taken = [(at, at + len(plant))]
+        for name, value in keys[1:]:
+            line = self._encode(f"{name} = '{value}'\n")
+            for _ in range(100):  # a gap of its own, clear of every line already planted
+                where = length + 1 - extra.randint(lo, hi)
+                span = (where, where + len(line))
+                if 0 <= where and span[1] <= body and all(
+                    span[1] <= a or b <= span[0] for a, b in taken
+                ):
+                    text[where : span[1]] = line
+                    taken.append(span)
+                    break
+        ids = text
+        marks = []  # ids indices of the answer tokens
+        for ask, answer, tail in closing:
+            marks += range(len(ids) + len(ask), len(ids) + len(ask) + len(answer))
+            ids = ids + ask + answer + tail
+        answer_mask = torch.zeros(length, dtype=torch.bool)
+        answer_mask[[m - 1 for m in marks if m - 1 < length]] = True
+        ids = torch.tensor(ids, dtype=torch.long)[: length + 1]
+        return Sample(ids, answer_mask, len(ids) - at, min(len(plant), len(ids) - at))
+
+    @staticmethod
+    def _key(rng: random.Random) -> tuple[str, str]:
+        """A planted name and its value (6 hex digits)."""
+        name = f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{rng.randrange(100, 1000)}"
+        return name, f"{rng.randrange(16**6):06x}"
+
+    def _question(self, name: str, value: str) -> tuple[list[int], list[int], list[int]]:
+        """The closing assert's tokens: the ask, the value (the answer) and the line's end."""
+        return (self._encode(f"\nassert {name} == '"), self._encode(value),
+                self._encode("'\n"))  # fmt: skip

@@ -169,6 +169,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-gap", type=int, default=1024,
                     help="least tokens from the planted line to the end (long_data)")  # fmt: skip
     ap.add_argument("--max-gap", type=int, default=30720, help="... and most")
+    ap.add_argument("--plants", type=int, default=1,
+                    help="planted lines a sequence, each asked at its end (long_data)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     return ap
@@ -189,7 +191,7 @@ def main() -> None:
     lr = args.lr or (1e-3 if args.stage == "warmup" else 3e-4)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed,
-                    min_gap=args.min_gap, max_gap=args.max_gap)  # fmt: skip
+                    min_gap=args.min_gap, max_gap=args.max_gap, plants=args.plants)  # fmt: skip
     lens = [int(n) for n in args.seq_lens.split(",")]
     budget, start, step = args.minutes * 60.0, time.monotonic(), 0
     stop = []  # SIGTERM or SIGINT: finish the step, save, exit
@@ -206,7 +208,7 @@ def main() -> None:
                   "chunk": args.chunk, "kl_weight": args.kl_weight,
                   "answer_weight": args.answer_weight,
                   "answer_kl_weight": args.answer_kl_weight,
-                  "gaps": [args.min_gap, args.max_gap],
+                  "gaps": [args.min_gap, args.max_gap], "plants": args.plants,
                   "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip

@@ -180,6 +180,33 @@ def test_long_data_is_seeded_split_and_planted():
     assert value == tok.decode(held.sample(5, 4096).ids[1:][held.sample(5, 4096).answer])
 
 
+def test_long_data_plants_several_lines_each_asked_once():
+    """--plants 4: four distinct lines, each planted once before the closing asserts at a gap
+    from the seeded range, each value marked as an answer and found only in its own line; the
+    first plant's gap and ask as with one plant (its assert last)."""
+    import re
+
+    from long_data import LongData
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(BF16)
+    one = LongData(tok, "train", seed=3, min_gap=1024, max_gap=6000)
+    four = LongData(tok, "train", seed=3, min_gap=1024, max_gap=6000, plants=4)
+    s, first = four.sample(5, 8192), one.sample(5, 8192)
+    assert s.ids.numel() == 8193 and s.gap == first.gap
+    asked = re.findall(r"assert (\w+) == '(\w+)'", tok.decode(s.ids[-120:]))
+    assert len(asked) == 4 and len({n for n, _ in asked}) == 4, asked
+    assert asked[-1][1] == tok.decode(first.ids[1:][first.answer])
+    assert "".join(v for _, v in asked) == tok.decode(s.ids[1:][s.answer]).replace(" ", "")
+    body = tok.decode(s.ids[: -120])
+    for name, value in asked:
+        assert body.count(f"{name} = '{value}'") == 1, name
+        at = len(tok(body[: body.index(f"{name} = '")], add_special_tokens=False)["input_ids"])
+        assert 1024 - 64 <= 8193 - at <= 6000 + 64, (name, 8193 - at)
+    with pytest.raises(ValueError, match="plants"):
+        LongData(tok, "train", plants=0)
+
+
 def test_answer_weight_adds_the_planted_values_cross_entropy(model, ids):
     """--answer-weight: the marked tokens' mean cross-entropy, reported and only when asked."""
     import train_tiny_glm5_long as trainer

@@ -103,8 +103,10 @@ class LongData:
             for _ in range(100):  # a gap of its own, clear of every line already planted
                 where = length + 1 - extra.randint(lo, hi)
                 span = (where, where + len(line))
-                if 0 <= where and span[1] <= body and all(
-                    span[1] <= a or b <= span[0] for a, b in taken
+                if (
+                    0 <= where
+                    and span[1] <= body
+                    and all(span[1] <= a or b <= span[0] for a, b in taken)
                 ):
                     text[where : span[1]] = line
                     taken.append(span)

@@ -198,7 +198,7 @@ def test_long_data_plants_several_lines_each_asked_once():
     assert len(asked) == 4 and len({n for n, _ in asked}) == 4, asked
     assert asked[-1][1] == tok.decode(first.ids[1:][first.answer])
     assert "".join(v for _, v in asked) == tok.decode(s.ids[1:][s.answer]).replace(" ", "")
-    body = tok.decode(s.ids[: -120])
+    body = tok.decode(s.ids[:-120])
     for name, value in asked:
         assert body.count(f"{name} = '{value}'") == 1, name
         at = len(tok(body[: body.index(f"{name} = '")], add_special_tokens=False)["input_ids"])

@@ -177,14 +177,18 @@ def _rows(t: torch.Tensor | None, a: int, b: int) -> torch.Tensor | None:
 
 
 def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tensor | None = None,
-            selections: list | None = None):  # fmt: skip
+            selections: list | None = None, positions: torch.Tensor | None = None):  # fmt: skip
     """Logits [L, vocab] for token ids [L], and the indexer KL (mean over queries and layers;
     0 unless st.indexer_loss). `query_weight` [L] weighs each query's KL (the mean becomes the
     weighted mean): the few queries that must reach far back can outweigh the many that need
-    not. `selections`, where given, gets each indexer's per-chunk selection (select()'s list)."""
+    not. `selections`, where given, gets each indexer's per-chunk selection (select()'s list).
+    `positions` [L] (increasing; default 0..L-1) are the RoPE positions, for positional skips
+    (PoSE: long distances from a short sequence); causality stays by index."""
     cfg = model.config
     rope = cfg.rope_parameters
-    cos, sin = cos_sin(rope, cfg.qk_rope_head_dim, torch.arange(ids.numel()))
+    if positions is None:
+        positions = torch.arange(ids.numel())
+    cos, sin = cos_sin(rope, cfg.qk_rope_head_dim, positions)
     scale = softmax_scale(rope, cfg.qk_nope_head_dim + cfg.qk_rope_head_dim)
     h = model.model.embed_tokens(ids)
     ind, kl = None, h.new_zeros(())

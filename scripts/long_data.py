@@ -131,3 +131,20 @@ class LongData:
         """The closing assert's tokens: the ask, the value (the answer) and the line's end."""
         return (self._encode(f"\nassert {name} == '"), self._encode(value),
                 self._encode("'\n"))  # fmt: skip
+
+
+def pose_positions(sample: Sample, target: int, rng: random.Random) -> torch.Tensor:
+    """RoPE positions [length] for `sample`'s inputs with one positional skip (PoSE, Zhu et al.
+    2023: a short sequence trains the distances of a long one): positions from index `s` on move
+    up by `skip`, drawn in [0, target - length], so the last position stays under `target`. `s`
+    falls between the end of the first planted line and the first closing assert, so the recall
+    spans the skip (anywhere in the sequence where that span is empty)."""
+    length = sample.answer.numel()
+    positions = torch.arange(length)
+    if target <= length:
+        return positions
+    lo = length + 1 - sample.gap + sample.plant_len
+    hi = int(sample.answer.nonzero()[0]) - 16 if bool(sample.answer.any()) else lo
+    s = rng.randint(lo, hi) if lo <= hi else rng.randint(1, length - 1)
+    positions[s:] += rng.randint(0, target - length)
+    return positions

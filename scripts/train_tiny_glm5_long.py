@@ -34,6 +34,7 @@ import argparse
 import copy
 import json
 import math
+import random
 import shutil
 import signal
 import time
@@ -41,7 +42,7 @@ from pathlib import Path
 
 import torch
 from long_attention import DENSE, LongSettings, forward
-from long_data import LongData
+from long_data import LongData, pose_positions
 from long_rope import yarn_parameters
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
@@ -97,16 +98,18 @@ def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: 
 
 def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
                kl_weight: float = 1.0, answer: torch.Tensor | None = None,
-               answer_weight: float = 0.0, answer_kl_weight: float = 0.0) -> dict:  # fmt: skip
+               answer_weight: float = 0.0, answer_kl_weight: float = 0.0,
+               positions: torch.Tensor | None = None) -> dict:  # fmt: skip
     """One forward + backward + optimizer step on ids [L + 1]; the losses. `answer` [L] marks the
     planted value's tokens (long_data.Sample.answer): their mean cross-entropy is added with
     `answer_weight` (a handful of tokens in 4k-32k otherwise weigh nothing in the LM loss); their
     queries' indexer KL counts 1 + `answer_kl_weight` times (the indexer's one lesson in reaching
-    the planted line, among thousands of queries that look near)."""
+    the planted line, among thousands of queries that look near). `positions` [L]: RoPE
+    positions with a skip (long_data.pose_positions); default 0..L-1."""
     qw = None
     if answer_kl_weight and answer is not None and bool(answer.any()):
         qw = 1.0 + answer_kl_weight * answer.float()
-    logits, kl = forward(model, ids[:-1], st, qw)
+    logits, kl = forward(model, ids[:-1], st, qw, positions=positions)
     out = {}
     if stage == "warmup":
         lm = torch.zeros(())
@@ -169,6 +172,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-gap", type=int, default=1024,
                     help="least tokens from the planted line to the end (long_data)")  # fmt: skip
     ap.add_argument("--max-gap", type=int, default=30720, help="... and most")
+    ap.add_argument("--pose-target", type=int, default=0,
+                    help="positional skips (PoSE) so a shorter sequence's distances reach this "
+                         "many positions; 0: none")  # fmt: skip
     ap.add_argument("--plants", type=int, default=1,
                     help="planted lines a sequence, each asked at its end (long_data)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2)
@@ -193,6 +199,7 @@ def main() -> None:
     data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed,
                     min_gap=args.min_gap, max_gap=args.max_gap, plants=args.plants)  # fmt: skip
     lens = [int(n) for n in args.seq_lens.split(",")]
+    pose_rng = random.Random(args.seed)
     budget, start, step = args.minutes * 60.0, time.monotonic(), 0
     stop = []  # SIGTERM or SIGINT: finish the step, save, exit
 
@@ -209,6 +216,7 @@ def main() -> None:
                   "answer_weight": args.answer_weight,
                   "answer_kl_weight": args.answer_kl_weight,
                   "gaps": [args.min_gap, args.max_gap], "plants": args.plants,
+                  "pose_target": args.pose_target,
                   "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip
@@ -223,10 +231,15 @@ def main() -> None:
         sample = data.sample(step, lens[step % len(lens)])
         st = settings(args.stage, args.topk, args.chunk, len(sample.ids) - 1,
                       args.checkpoint_layers)  # fmt: skip
+        positions = None
+        if args.pose_target:
+            positions = pose_positions(sample, args.pose_target, pose_rng)
         losses = train_step(model, opt, sample.ids, st, args.stage, args.kl_weight,
-                            sample.answer, args.answer_weight, args.answer_kl_weight)  # fmt: skip
+                            sample.answer, args.answer_weight, args.answer_kl_weight,
+                            positions)  # fmt: skip
         step += 1
-        print(f"step {step} len {len(sample.ids) - 1} {losses} "
+        span = "" if positions is None else f" positions {int(positions[-1]) + 1}"
+        print(f"step {step} len {len(sample.ids) - 1}{span} {losses} "
               f"t {time.monotonic() - start:.0f}s", flush=True)  # fmt: skip
         if args.save_every > 0 and time.monotonic() - saved_at >= 60.0 * args.save_every:
             # a copy: save_weights casts what it saves to bf16, and training goes on in fp32

@@ -207,6 +207,51 @@ def test_long_data_plants_several_lines_each_asked_once():
         LongData(tok, "train", plants=0)
 
 
+def test_pose_positions_put_the_skip_between_the_plant_and_its_ask():
+    """--pose-target: one skip, positions increasing and under the target, the planted line
+    before it and the closing asserts after it (so the recall spans it), seeded."""
+    import random
+
+    from long_data import LongData, pose_positions
+    from transformers import AutoTokenizer
+
+    data = LongData(AutoTokenizer.from_pretrained(BF16), "train", seed=3, min_gap=512,
+                    max_gap=3000, plants=2)  # fmt: skip
+    spans = []
+    for i in range(8):
+        s = data.sample(i, 4096)
+        pos = pose_positions(s, 32768, random.Random(i))
+        assert torch.equal(pos, pose_positions(s, 32768, random.Random(i)))
+        steps = pos[1:] - pos[:-1]
+        assert int(pos[0]) == 0 and bool((steps >= 1).all()) and int(pos[-1]) < 32768
+        assert int((steps > 1).sum()) <= 1
+        at = int(torch.nonzero(steps > 1)[0]) + 1 if bool((steps > 1).any()) else 4096
+        plant_end = 4097 - s.gap + s.plant_len
+        assert plant_end <= at <= int(s.answer.nonzero()[0]) - 16, (at, plant_end)
+        spans.append(int(pos[-1]) + 1)
+    assert max(spans) > 16384, spans  # the skips reach far
+    assert torch.equal(pose_positions(s, 4096, random.Random(0)), torch.arange(4096))
+
+
+def test_chunked_forward_at_skipped_positions_is_transformers(ids):
+    """The forward at PoSE positions (a skip of 20,000 at index 300, YaRN) against transformers'
+    forward given the same position_ids; a forward that ignored them is planted and caught."""
+    hf = load(YARN)
+    pos = torch.arange(LENGTH)
+    pos[300:] += 20_000
+    st = la.LongSettings(topk=TOPK, chunk=CHUNK)
+    with torch.no_grad():
+        # an explicit all-ones mask: without one, transformers reads a position jump as the
+        # start of a packed second sequence and masks what lies before it
+        mask = torch.ones(1, LENGTH, dtype=torch.long)
+        want = hf(input_ids=ids[None, :-1], position_ids=pos[None], attention_mask=mask,
+                  use_cache=False).logits[0]  # fmt: skip
+        got, _ = la.forward(hf, ids[:-1], st, positions=pos)
+        ignored, _ = la.forward(hf, ids[:-1], st)
+    assert float((got - want).abs().max()) < TOL
+    assert float((ignored - want).abs().max()) > 10 * TOL
+
+
 def test_answer_weight_adds_the_planted_values_cross_entropy(model, ids):
     """--answer-weight: the marked tokens' mean cross-entropy, reported and only when asked."""
     import train_tiny_glm5_long as trainer

@@ -14,7 +14,10 @@ Stages (`--stage`), each started from the weights of `--init` and writing weight
 The forward is `long_attention.forward` (query chunks, top-k keys per query, activation
 checkpointing), equal to transformers' forward at short length
 (test/scripts/test_long_trainer.py); the data is `long_data.LongData` (stdlib files with
-references back and a planted key/value recalled 1k-30k tokens later). RoPE: `long_rope`, read
+references back and a planted key/value recalled 1k-30k tokens later; `--plants N` puts N lines
+in a sequence). `--pose-target` trains far distances from short sequences by one positional skip
+each (PoSE); tried once with 4 plants (sitting H, docs/tiny-model.md), it cost the indexers their
+reach at 16k, so keep real long steps in the mix. RoPE: `long_rope`, read
 from SGLang 0.5.23's source. The output directory gets the bf16 weights, config.json (the
 --init config with the YaRN rope_parameters, max_position_embeddings and index_topk set), the
 tokenizer and a small record `long-training.json`; no optimizer state is ever written. Weights

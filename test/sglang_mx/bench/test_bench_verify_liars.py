@@ -160,11 +160,23 @@ def honest_and_near(url: str, tokenizer: str, ref: float, tmp_path, tries: int =
     near = _claim(tmp_path, NEAR * ref)
     with liar_proxy(url, Lies()) as relay:  # a proxy that tells no lie
         _, relayed, _ = _verify_decided(relay, near, tokenizer, tmp_path / "relayed", tries)
+    again = ""
+    if relayed["verdict"] == "not reproduced" and tries > 1:
+        # refuted against a reference taken minutes before: the box may have slowed since
+        # (CI 2026-12-07: SGLang's client 123.7 tok/s at the module's start, the relay 63.8
+        # later, verify straight at the server 115.9 between). SGLang's client again, now, sets
+        # the near claim for one more relayed run: judged against the same moment, as the bound
+        ref_now = sglang_output_tok_s(url, tokenizer, tmp_path / "sglang-again")
+        again = (f"; refuted at {relayed['measured']:.4g} against {NEAR * ref:.4g}, SGLang's "
+                 f"client now {ref_now:.4g}, relayed again")  # fmt: skip
+        with liar_proxy(url, Lies()) as relay:
+            _, relayed, _ = _verify_decided(relay, _claim(tmp_path, NEAR * ref_now), tokenizer,
+                                            tmp_path / "relayed-again", tries)  # fmt: skip
     figures = (f"SGLang's client {ref:.4g} tok/s; verify {honest['measured']:.4g} "
                f"({honest['verdict']}; repeats "
                f"{', '.join(f'{v:.4g}' for v in values)}, overall {overall:.4g}); the server's "
                f"bound {bound:.4g}, ratio {overall / bound:.3f}; through the honest proxy "
-               f"{relayed['measured']:.4g} ({relayed['verdict']})")  # fmt: skip
+               f"{relayed['measured']:.4g} ({relayed['verdict']}){again}")  # fmt: skip
     failed = []
     if not SERVER_LOW * bound <= overall <= bound:
         failed.append(f"verify {overall / bound:.3f} of the server's bound, out of "

@@ -163,7 +163,7 @@ def honest_and_near(url: str, tokenizer: str, ref: float, tmp_path, tries: int =
     again = ""
     if relayed["verdict"] == "not reproduced" and tries > 1:
         # refuted against a reference taken minutes before: the box may have slowed since
-        # (CI 2026-12-07: SGLang's client 123.7 tok/s at the module's start, the relay 63.8
+        # (the suite here, 2026-12-07: SGLang's client 123.7 tok/s at the module's start, relay 63.8
         # later, verify straight at the server 115.9 between). SGLang's client again, now, sets
         # the near claim for one more relayed run: judged against the same moment, as the bound
         ref_now = sglang_output_tok_s(url, tokenizer, tmp_path / "sglang-again")

@@ -111,6 +111,9 @@ class LongData:
                     text[where : span[1]] = line
                     taken.append(span)
                     break
+            else:  # its assert would ask for a line that is not there
+                raise ValueError(f"no room for {self.plants} planted lines at gaps {lo}-{hi} "
+                                 f"in {length} tokens")  # fmt: skip
         ids = text
         marks = []  # ids indices of the answer tokens
         for ask, answer, tail in closing:

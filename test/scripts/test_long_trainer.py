@@ -205,6 +205,8 @@ def test_long_data_plants_several_lines_each_asked_once():
         assert 1024 - 64 <= 8193 - at <= 6000 + 64, (name, 8193 - at)
     with pytest.raises(ValueError, match="plants"):
         LongData(tok, "train", plants=0)
+    with pytest.raises(ValueError, match="no room for 4 planted lines"):  # one gap for all four
+        LongData(tok, "train", min_gap=2000, max_gap=2000, plants=4).sample(5, 8192)
 
 
 def test_pose_positions_put_the_skip_between_the_plant_and_its_ask():

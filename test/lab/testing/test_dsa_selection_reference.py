@@ -21,7 +21,8 @@ from sglang_mx_lab.testing.dsa_selection import (
 def test_e4m3_rounds_as_torch_casts():
     """Every binade from the subnormals to 448, the exact midpoints between neighbours (ties go
     to the even mantissa), zero and signs."""
-    g = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
+    seed = int(torch.randint(2**31, ()))
+    g = torch.Generator().manual_seed(seed)
     grid = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).double()
     grid = grid[torch.isfinite(grid)].unique()  # every e4m3 value (+-0 once), ascending
     mids = (grid[1:] + grid[:-1]) / 2
@@ -32,7 +33,8 @@ def test_e4m3_rounds_as_torch_casts():
     spread = spread.float().double()
     x = torch.cat([grid, mids, spread * torch.sign(torch.randn(5_000, generator=g))])
     x = x.clamp(-E4M3_MAX, E4M3_MAX)
-    torch.testing.assert_close(e4m3(x), x.to(torch.float8_e4m3fn).double(), rtol=0, atol=0)
+    torch.testing.assert_close(e4m3(x), x.to(torch.float8_e4m3fn).double(), rtol=0, atol=0,
+                               msg=lambda m: f"{m}\nseed {seed}")  # fmt: skip
     with pytest.raises(ValueError, match="448"):
         e4m3(torch.tensor([500.0]))
 

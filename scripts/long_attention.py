@@ -36,6 +36,7 @@ class LongSettings:
     indexer_loss: bool = False  # return the indexer's KL to the main attention
     shared_kl: bool = True  # ...of "shared" layers too (else only the layer that owns the indexer)
     checkpoint_chunks: bool = True  # recompute each chunk's scores in backward (long sequences)
+    grad_from: int = 0  # rows before this (a multiple of chunk) run without grad: see forward()
 
 
 @dataclass
@@ -150,15 +151,27 @@ def mla_qkv(attn, x: torch.Tensor, cos, sin):
     return q_resid, q.transpose(0, 1), k.transpose(0, 1), kv[..., nope:].transpose(0, 1)
 
 
+def _after_attention(layer, h: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+    h = h + layer.self_attn.o_proj(o)
+    return h + layer.mlp(layer.post_attention_layernorm(h))
+
+
 def layer_body(layer, h, cos, sin, ind: Indexed, st: LongSettings, scale: float, qw=None):
     """One decoder layer on h [L, hidden] attending through `ind`'s selection: (h', KL sum,
-    each query's weighted by `qw` [L] where given)."""
-    attn = layer.self_attn
+    each query's weighted by `qw` [L] where given). Rows before `st.grad_from` enter detached and
+    their queries run without grad; their keys and values keep the projections' gradients."""
+    attn, tail = layer.self_attn, st.grad_from
+    if tail:
+        h = torch.cat([h[:tail].detach(), h[tail:]])
     _, q, k, v = mla_qkv(attn, layer.input_layernorm(h), cos, sin)
     outs, kl = [], h.new_zeros(())
     kl_here = st.indexer_loss and (st.shared_kl or attn.indexer is not None)
     for (a, b), sel in zip(chunks(h.shape[0], st.chunk), ind.selection, strict=True):
         keys, mask = chunk_keys(sel, a, b, st.union_share)
+        if b <= tail:
+            with torch.no_grad():
+                outs.append(attend_chunk(q[:, a:b], k, v, keys, mask, scale)[0])
+            continue
         extra = (ind.q[a:b], ind.k, ind.w[a:b], ind.scale, _rows(qw, a, b)) if kl_here else ()
         args = (q[:, a:b], k, v, keys, mask, scale, *extra)
         if st.checkpoint_chunks:
@@ -168,8 +181,11 @@ def layer_body(layer, h, cos, sin, ind: Indexed, st: LongSettings, scale: float,
         outs.append(o)
         kl = kl + c
     o = torch.cat(outs).reshape(h.shape[0], -1)
-    h = h + attn.o_proj(o)
-    return h + layer.mlp(layer.post_attention_layernorm(h)), kl
+    if not tail:
+        return _after_attention(layer, h, o), kl
+    with torch.no_grad():
+        head = _after_attention(layer, h[:tail], o[:tail])
+    return torch.cat([head, _after_attention(layer, h[tail:], o[tail:])]), kl
 
 
 def _rows(t: torch.Tensor | None, a: int, b: int) -> torch.Tensor | None:
@@ -183,8 +199,17 @@ def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tens
     weighted mean): the few queries that must reach far back can outweigh the many that need
     not. `selections`, where given, gets each indexer's per-chunk selection (select()'s list).
     `positions` [L] (increasing; default 0..L-1) are the RoPE positions, for positional skips
-    (PoSE: long distances from a short sequence); causality stays by index."""
+    (PoSE: long distances from a short sequence); causality stays by index.
+
+    `st.grad_from` > 0 trains only the tail: the logits are the same, but rows before it carry no
+    gradient (their logits, their indexer KL, and the paths through their attention and MLP are
+    cut; the tail still reads their keys and values through live projections). A 32k sequence
+    then costs a no-grad forward plus a backward over the last few chunks, not a full backward
+    over 64 checkpointed chunks: far reads trained at a fraction of the cost."""
     cfg = model.config
+    if st.grad_from % st.chunk or not 0 <= st.grad_from < ids.numel():
+        raise ValueError(f"grad_from {st.grad_from}: a multiple of chunk {st.chunk} under "
+                         f"the length {ids.numel()}")  # fmt: skip
     rope = cfg.rope_parameters
     if positions is None:
         positions = torch.arange(ids.numel())
@@ -213,5 +238,6 @@ def forward(model, ids: torch.Tensor, st: LongSettings, query_weight: torch.Tens
     logits = model.lm_head(model.model.norm(h))
     owners = sum(x.self_attn.indexer is not None for x in model.model.layers)
     layers = cfg.num_hidden_layers if st.shared_kl else owners
-    queries = ids.numel() if query_weight is None else float(query_weight.sum())
+    tail = slice(st.grad_from, None)
+    queries = ids[tail].numel() if query_weight is None else float(query_weight[tail].sum())
     return logits, kl / (queries * layers)

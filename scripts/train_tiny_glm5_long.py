@@ -17,7 +17,9 @@ checkpointing), equal to transformers' forward at short length
 references back and a planted key/value recalled 1k-30k tokens later; `--plants N` puts N lines
 in a sequence). `--pose-target` trains far distances from short sequences by one positional skip
 each (PoSE); tried once with 4 plants (sitting H, docs/tiny-model.md), it cost the indexers their
-reach at 16k, so keep real long steps in the mix. RoPE: `long_rope`, read
+reach at 16k, so keep real long steps in the mix. `--grad-tail N` trains only a sequence's last
+N tokens (and its answer rows), reading the rest without grad: a 32k step then costs a no-grad
+forward and a short backward. RoPE: `long_rope`, read
 from SGLang 0.5.23's source. The output directory gets the bf16 weights, config.json (the
 --init config with the YaRN rope_parameters, max_position_embeddings and index_topk set), the
 tokenizer and a small record `long-training.json`; no optimizer state is ever written. Weights
@@ -88,15 +90,28 @@ def prepare(model, stage: str) -> list[torch.nn.Parameter]:
 KEEP_CHUNKS_UP_TO = 8192
 
 
-def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: bool = False
-             ) -> LongSettings:  # fmt: skip
+def grad_from(length: int, chunk: int, tail: int, answer: torch.Tensor | None) -> int:
+    """The first row that trains when only the last `tail` tokens do (0: all), chunk-aligned and
+    early enough to hold every answer row."""
+    if tail <= 0 or tail >= length:
+        return 0
+    first = length - tail
+    if answer is not None and bool(answer.any()):
+        first = min(first, int(answer.nonzero()[0, 0]))
+    return first // chunk * chunk
+
+
+def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: bool = False,
+             first_trained: int = 0) -> LongSettings:  # fmt: skip
     """Warm-up: dense, KL for every layer attending through an indexer (the shared ones too, as
     the bundled model's own trainer did). Sparse: top-k, KL from the indexer's own layer only
-    (DeepSeek-V3.2 has no shared layers; it halves the KL's cost)."""
+    (DeepSeek-V3.2 has no shared layers; it halves the KL's cost). `first_trained`: rows before
+    it run without grad (long_attention.forward's grad_from)."""
     dense = stage == "warmup"
     return LongSettings(topk=DENSE if dense else topk, chunk=chunk, indexer_loss=True,
                         shared_kl=dense, checkpoint_chunks=length > KEEP_CHUNKS_UP_TO,
-                        checkpoint_layers=checkpoint_layers)  # fmt: skip
+                        checkpoint_layers=checkpoint_layers,
+                        grad_from=first_trained)  # fmt: skip
 
 
 def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
@@ -118,7 +133,8 @@ def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
         lm = torch.zeros(())
         loss = kl
     else:
-        lm = torch.nn.functional.cross_entropy(logits, ids[1:])
+        tail = slice(st.grad_from, None)  # rows before grad_from carry no gradient
+        lm = torch.nn.functional.cross_entropy(logits[tail], ids[1:][tail])
         loss = lm + kl_weight * kl
         if answer_weight and answer is not None and bool(answer.any()):
             recall = torch.nn.functional.cross_entropy(logits[answer], ids[1:][answer])
@@ -180,6 +196,13 @@ def parser() -> argparse.ArgumentParser:
                          "many positions; 0: none")  # fmt: skip
     ap.add_argument("--plants", type=int, default=1,
                     help="planted lines a sequence, each asked at its end (long_data)")  # fmt: skip
+    ap.add_argument(
+        "--grad-tail",
+        type=int,
+        default=0,
+        help="train only the last this many tokens (and every answer row), reading "
+        "the rest without grad: a long step at a fraction of the cost; 0: all",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     return ap
@@ -219,7 +242,7 @@ def main() -> None:
                   "answer_weight": args.answer_weight,
                   "answer_kl_weight": args.answer_kl_weight,
                   "gaps": [args.min_gap, args.max_gap], "plants": args.plants,
-                  "pose_target": args.pose_target,
+                  "pose_target": args.pose_target, "grad_tail": args.grad_tail,
                   "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip
@@ -232,8 +255,9 @@ def main() -> None:
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * frac))
         sample = data.sample(step, lens[step % len(lens)])
-        st = settings(args.stage, args.topk, args.chunk, len(sample.ids) - 1,
-                      args.checkpoint_layers)  # fmt: skip
+        length = len(sample.ids) - 1
+        first = grad_from(length, args.chunk, args.grad_tail, sample.answer)
+        st = settings(args.stage, args.topk, args.chunk, length, args.checkpoint_layers, first)
         positions = None
         if args.pose_target:
             positions = pose_positions(sample, args.pose_target, pose_rng)

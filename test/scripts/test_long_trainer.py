@@ -288,3 +288,54 @@ def test_query_weight_is_a_weighted_mean_of_each_querys_kl(model, ids):
         want = (float(all_q) * n + c * float(only) * m) / (n + c * m)
         assert abs(float(both) - want) < 1e-4 * want, (topk, float(both), want)
         assert abs(float(only) - float(all_q)) > 1e-3 * float(all_q)  # the marked queries differ
+
+
+def test_grad_from_trains_the_tail_with_the_same_logits(model, ids):
+    """--grad-tail (forward's grad_from): the same logits; the indexer KL is the tail queries'
+    mean; a tail loss's gradient equals the full graph's where no path runs through a head row
+    (the last layer's MLP, the final norm) and differs where the cut is (layer 0's projections:
+    the head's keys reach the tail through three more layers of attention)."""
+    tail_from = 3 * CHUNK
+    full = la.LongSettings(topk=TOPK, chunk=CHUNK, indexer_loss=True, checkpoint_chunks=False)
+    cut = la.LongSettings(topk=TOPK, chunk=CHUNK, indexer_loss=True, checkpoint_chunks=False,
+                          grad_from=tail_from)  # fmt: skip
+    rows = torch.arange(LENGTH) >= tail_from
+    target = ids[1:][rows]
+    params = dict(model.named_parameters())
+    names = (
+        "model.layers.3.mlp.experts.down_proj",
+        "model.norm.weight",
+        "model.layers.0.self_attn.kv_b_proj.weight",
+        "model.layers.0.mlp.down_proj.weight",
+    )
+    grads = {}
+    for key, st in (("full", full), ("cut", cut)):
+        model.zero_grad()
+        logits, kl = la.forward(model, ids[:-1], st)
+        torch.nn.functional.cross_entropy(logits[rows], target).backward()
+        grads[key] = {n: params[n].grad.clone() for n in names}
+        grads[key]["logits"], grads[key]["kl"] = logits.detach(), float(kl.detach())
+    model.zero_grad()
+    err = float((grads["full"]["logits"] - grads["cut"]["logits"]).abs().max())
+    assert err < 1e-5, f"grad_from changed the logits by {err:.2e}"
+    with torch.no_grad():
+        _, tail_kl = la.forward(model, ids[:-1], full, rows.float())
+    assert abs(grads["cut"]["kl"] - float(tail_kl)) < 1e-5 * float(tail_kl)
+    for n in names:
+        rel = float((grads["cut"][n] - grads["full"][n]).norm() / grads["full"][n].norm())
+        same = ".layers.3.mlp." in n or n == "model.norm.weight"
+        print(f"{n}: cut vs full gradient, relative difference {rel:.2e}")
+        assert (rel < 1e-4) if same else (1e-3 < rel < 1.0), f"{n}: relative difference {rel:.2e}"
+    with pytest.raises(ValueError, match="multiple of chunk"):
+        la.forward(model, ids[:-1], la.LongSettings(topk=TOPK, chunk=CHUNK, grad_from=100))
+
+
+def test_grad_tail_reaches_back_to_every_answer_row():
+    import train_tiny_glm5_long as trainer
+
+    answer = torch.zeros(4096, dtype=torch.bool)
+    assert trainer.grad_from(4096, 512, 1024, answer) == 3072
+    answer[2900:2905] = True
+    assert trainer.grad_from(4096, 512, 1024, answer) == 2560  # the chunk holding row 2900
+    assert trainer.grad_from(4096, 512, 0, answer) == 0
+    assert trainer.grad_from(4096, 512, 8192, None) == 0

@@ -33,6 +33,7 @@ import pytest
 from claim_files import write_claim
 from sglang_mx.bench.cli import verbs as bench_cli
 from sglang_mx_lab.testing.liar_proxy import Lies, liar_proxy
+from verdict_retry import client_bound_only
 
 pytestmark = pytest.mark.server
 HONEST, NEAR = 0.6, 0.8  # fractions of SGLang's client's output tok/s (module docstring)
@@ -105,12 +106,6 @@ def _verify(url: str, claim: str, tokenizer: str, out, warmup: int = 1) -> tuple
     return status, json.loads((out / "verdict.json").read_text())
 
 
-def _client_bound_only(verdict: dict) -> bool:
-    return verdict["verdict"] == "inconclusive" and all(
-        "client-bound" in r for r in verdict["reasons"]
-    )
-
-
 def _verify_decided(url: str, claim: str, tokenizer: str, out, tries: int = 3):
     """_verify, run again (into out-2, out-3) while the verdict is inconclusive only because
     every failing repeat was client-bound: the load generator shares this 2-core box with the
@@ -119,7 +114,7 @@ def _verify_decided(url: str, claim: str, tokenizer: str, out, tries: int = 3):
     for attempt in range(1, tries + 1):
         where = out if attempt == 1 else out.with_name(f"{out.name}-{attempt}")
         status, verdict = _verify(url, claim, tokenizer, where)
-        if not _client_bound_only(verdict):
+        if not client_bound_only(verdict):
             break
     return status, verdict, where
 
@@ -155,7 +150,7 @@ def honest_and_near(url: str, tokenizer: str, ref: float, tmp_path, tries: int =
         bound = SLOTS * OUT / ((after_sum - e2e_sum) / (after_n - e2e_n))
         values = honest["values"]  # equal tokens per repeat: their harmonic mean is tokens / time
         overall = len(values) / sum(1 / v for v in values)
-        if overall >= SERVER_LOW * bound or not _client_bound_only(honest):
+        if overall >= SERVER_LOW * bound or not client_bound_only(honest):
             break
     near = _claim(tmp_path, NEAR * ref)
     with liar_proxy(url, Lies()) as relay:  # a proxy that tells no lie

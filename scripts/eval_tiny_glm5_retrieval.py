@@ -8,8 +8,9 @@ argmax at each). A sample is recalled when all of them are right; the record giv
 recalled per gap, with the per-token accuracy and the value tokens' NLL beside it. Chance is far
 below: the value is 24 random bits. `plant_selected` is the mean share of the planted line's
 tokens in the top-k of a value query, over those queries and the indexers (1 where the sequence
-is within top-k); `--dense` adds the recall through every causal key, so a miss is put on the
-indexer or on the copy.
+is within top-k); `--length` fixes the sequence length (else each gap + 256), so a miss is put
+on the distance or on the length; `--dense` adds the recall through every causal key, so a miss
+is put on the indexer or on the copy.
 
     python scripts/eval_tiny_glm5_retrieval.py --model build/long-sparse --gaps 1024,4096
 """
@@ -39,12 +40,16 @@ def plant_selected(selections: list, s, chunk: int) -> float:
 
 
 @torch.no_grad()
-def probe(model, data: LongData, gap: int, samples: int, topk: int) -> dict:
-    """Recall through `topk` (DENSE: every causal key), with the planted line's selection."""
+def probe(model, data: LongData, gap: int, samples: int, topk: int, length: int = 0) -> dict:
+    """Recall through `topk` (DENSE: every causal key), with the planted line's selection, in
+    sequences of `length` tokens (0: the gap + 256, the shortest that holds it)."""
+    length = length or gap + 256
+    if length < gap + 256:
+        raise ValueError(f"a {length}-token sequence cannot hold a line {gap} tokens back")
     st = LongSettings(topk=topk, checkpoint_chunks=False)
     recalled, right, tokens, nll, selected = 0, 0, 0, 0.0, []
     for i in range(samples):
-        s = data.sample(i, gap + 256, gap=gap)
+        s = data.sample(i, length, gap=gap)
         sels: list = []
         logits, _ = forward(model, s.ids[:-1], st, selections=sels)
         selected.append(plant_selected(sels, s, st.chunk))
@@ -54,7 +59,7 @@ def probe(model, data: LongData, gap: int, samples: int, topk: int) -> dict:
         recalled += bool(hit.all())
         right, tokens = right + int(hit.sum()), tokens + target.numel()
         nll += float(-logp.gather(1, target[:, None]).sum())
-    return {"gap": gap, "attention": "dense" if topk == DENSE else f"top-{topk}",
+    return {"gap": gap, "length": length, "attention": "dense" if topk == DENSE else f"top-{topk}",
             "samples": samples, "recalled": recalled / samples,
             "token_accuracy": right / tokens, "value_nll": nll / tokens,
             "plant_selected": sum(selected) / samples}  # fmt: skip
@@ -64,6 +69,8 @@ def main() -> None:
     ap = eval_parser(__doc__, "docs/results/tiny_glm5_retrieval.json", 10, "sequences per gap")
     ap.add_argument("--model", required=True, help="bf16 weights directory")
     ap.add_argument("--gaps", default="1024,4096,16384,30720", help="tokens back, comma-separated")
+    ap.add_argument("--length", type=int, default=0,
+                    help="tokens a sequence (0: each gap + 256)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
         "--dense",
@@ -80,9 +87,10 @@ def main() -> None:
     rows, t0 = [], time.time()
     for gap in (int(g) for g in args.gaps.split(",")):
         for k in (topk, DENSE) if args.dense else (topk,):
-            rows.append(probe(model, data, gap, args.windows, k))
+            rows.append(probe(model, data, gap, args.windows, k, args.length))
             r = rows[-1]
-            print(f"gap {gap} {r['attention']}: recalled {r['recalled']:.2f} (tokens "
+            print(f"gap {gap} in {r['length']} {r['attention']}: recalled {r['recalled']:.2f} "
+                  f"(tokens "
                   f"{r['token_accuracy']:.2f}, NLL {r['value_nll']:.3f}, planted line selected "
                   f"{r['plant_selected']:.2f}) ({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
     config = {"model": args.model, "index_topk": topk, "sequences_per_gap": args.windows,

@@ -101,6 +101,15 @@ def grad_from(length: int, chunk: int, tail: int, answer: torch.Tensor | None) -
     return first // chunk * chunk
 
 
+def lr_scale(step: int, frac: float, schedule: str) -> float:
+    """Learning-rate factor: linear warm-up over 20 steps, then cosine to 0 at the budget's end
+    (`frac` is the spent share of it) or held (`constant`, for a rung continued later)."""
+    warm = min(1.0, (step + 1) / 20)
+    if schedule == "constant":
+        return warm
+    return warm * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+
 def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: bool = False,
              first_trained: int = 0) -> LongSettings:  # fmt: skip
     """Warm-up: dense, KL for every layer attending through an indexer (the shared ones too, as
@@ -179,6 +188,8 @@ def parser() -> argparse.ArgumentParser:
                     help="minutes between weight saves to --out (0: only at the end)")  # fmt: skip
     ap.add_argument("--max-steps", type=int, default=None)
     ap.add_argument("--lr", type=float, default=None, help="default: 1e-3 warmup, 3e-4 sparse")
+    ap.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine",
+                    help="after 20 warm-up steps: cosine to 0 at the budget, or held")  # fmt: skip
     ap.add_argument("--topk", type=int, default=2048)
     ap.add_argument("--max-positions", type=int, default=32768, help="YaRN target length")
     ap.add_argument("--chunk", type=int, default=512, help="queries per attention chunk")
@@ -237,7 +248,8 @@ def main() -> None:
 
     def save(weights, final: bool) -> None:
         record = {"stage": args.stage, "steps": step, "seconds": round(time.monotonic() - start),
-                  "final": final, "seq_lens": lens, "lr": lr, "topk": args.topk,
+                  "final": final, "seq_lens": lens, "lr": lr, "lr_schedule": args.lr_schedule,
+                  "topk": args.topk,
                   "chunk": args.chunk, "kl_weight": args.kl_weight,
                   "answer_weight": args.answer_weight,
                   "answer_kl_weight": args.answer_kl_weight,
@@ -253,7 +265,7 @@ def main() -> None:
     while time.monotonic() - start < budget and step < (args.max_steps or 1 << 62) and not stop:
         frac = (time.monotonic() - start) / budget
         for group in opt.param_groups:
-            group["lr"] = lr * min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * frac))
+            group["lr"] = lr * lr_scale(step, frac, args.lr_schedule)
         sample = data.sample(step, lens[step % len(lens)])
         length = len(sample.ids) - 1
         first = grad_from(length, args.chunk, args.grad_tail, sample.answer)

@@ -339,3 +339,14 @@ def test_grad_tail_reaches_back_to_every_answer_row():
     assert trainer.grad_from(4096, 512, 1024, answer) == 2560  # the chunk holding row 2900
     assert trainer.grad_from(4096, 512, 0, answer) == 0
     assert trainer.grad_from(4096, 512, 8192, None) == 0
+
+
+def test_lr_schedule_warms_up_then_decays_or_holds():
+    import train_tiny_glm5_long as trainer
+
+    assert trainer.lr_scale(0, 0.0, "cosine") == pytest.approx(1 / 20)
+    assert trainer.lr_scale(0, 0.0, "constant") == pytest.approx(1 / 20)
+    assert trainer.lr_scale(19, 0.5, "cosine") == pytest.approx(0.5)
+    assert trainer.lr_scale(100, 1.0, "cosine") == pytest.approx(0.0)
+    assert trainer.lr_scale(100, 1.0, "constant") == 1.0  # held to the budget's end
+    assert trainer.lr_scale(100, 1.3, "cosine") == pytest.approx(0.0)  # a step past the budget

@@ -51,3 +51,26 @@ def test_planted_line_where_long_data_puts_it():
     line = tok.decode(s.ids[at : at + s.plant_len])
     value = tok.decode(s.ids[1:][s.answer])
     assert line.endswith(f" = '{value}'\n"), (line, value)
+
+
+def test_length_fixes_the_sequence_and_keeps_the_gap(monkeypatch):
+    """`--length`: every probed sequence has that many tokens with the line `gap` back, so a miss
+    can be put on the distance or on the length; a length that cannot hold the gap is refused."""
+    import pytest
+    from transformers import AutoTokenizer
+
+    path = bundled_model_path("glm5-bf16")
+    data = LongData(AutoTokenizer.from_pretrained(path), "held", seed=1)
+    seen = []
+
+    def forward(model, ids, st, selections):
+        seen.append(ids.numel())
+        return torch.zeros(ids.numel(), int(ids.max()) + 2), None  # a stand-in model
+
+    monkeypatch.setattr(probe, "forward", forward)
+    with pytest.raises(ValueError, match="cannot hold"):
+        probe.probe(None, data, 1024, 1, 64, length=1200)
+    row = probe.probe(None, data, 256, 2, 64, length=1536)
+    assert seen == [1536, 1536] and row["length"] == 1536 and row["gap"] == 256
+    seen.clear()
+    assert probe.probe(None, data, 256, 1, 64)["length"] == 512 and seen == [512]

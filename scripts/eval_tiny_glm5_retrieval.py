@@ -90,9 +90,9 @@ def main() -> None:
             rows.append(probe(model, data, gap, args.windows, k, args.length))
             r = rows[-1]
             print(f"gap {gap} in {r['length']} {r['attention']}: recalled {r['recalled']:.2f} "
-                  f"(tokens "
-                  f"{r['token_accuracy']:.2f}, NLL {r['value_nll']:.3f}, planted line selected "
-                  f"{r['plant_selected']:.2f}) ({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
+                  f"(tokens {r['token_accuracy']:.2f}, NLL {r['value_nll']:.3f}, "
+                  f"planted line selected {r['plant_selected']:.2f}) "
+                  f"({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
     config = {"model": args.model, "index_topk": topk, "sequences_per_gap": args.windows,
               "split": "long_data held-out, seed 1", "compute": "long_attention.forward, float32",
               "threads": args.threads}  # fmt: skip

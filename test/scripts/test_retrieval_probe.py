@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,6 @@ def test_planted_line_where_long_data_puts_it():
 def test_length_fixes_the_sequence_and_keeps_the_gap(monkeypatch):
     """`--length`: every probed sequence has that many tokens with the line `gap` back, so a miss
     can be put on the distance or on the length; a length that cannot hold the gap is refused."""
-    import pytest
     from transformers import AutoTokenizer
 
     path = bundled_model_path("glm5-bf16")

@@ -107,10 +107,7 @@ def _verify(url: str, claim: str, tokenizer: str, out, warmup: int = 1) -> tuple
 
 
 def _verify_decided(url: str, claim: str, tokenizer: str, out, tries: int = 3):
-    """_verify, run again (into out-2, out-3) while the verdict is inconclusive only because
-    every failing repeat was client-bound: the load generator shares this 2-core box with the
-    server and the suite's other worker, and a starved client is what the verdict asks to rerun
-    (CI 2026-12-05: event-loop lag p99 51 and 60 ms against 50 in two honest repeats)."""
+    """_verify, rerun by verdict_retry.until_decided while only a starved client left it open."""
     return until_decided(lambda where: _verify(url, claim, tokenizer, where), out, tries)
 
 

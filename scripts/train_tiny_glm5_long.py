@@ -10,6 +10,12 @@ Stages (`--stage`), each started from the weights of `--init` and writing weight
 - `sparse`: everything trains, attention through the indexer's top-`--topk` (2048) as served,
   the selection made under no_grad from the indexer's detached inputs. The LM loss moves the main
   model; the indexer's KL on its selected keys moves only the indexer.
+- `joint`: everything trains with dense attention: the LM (and planted-value) loss moves the main
+  model, the warm-up's KL over all causal keys moves the indexer (`--indexer-lr`). For lengths
+  where the main model's own copy fails (dense recall 0.4 at 30k from sitting L2) and a sparse
+  stage would train against a selection that misses the line: its KL, over the keys already
+  selected, cannot teach the indexer to reach one it misses (sitting K). Not in DeepSeek-V3.2's
+  recipe; with `--grad-tail` a 32k step is the warm-up's no-grad forward and a short backward.
 
 The forward is `long_attention.forward` (query chunks, top-k keys per query, activation
 checkpointing), equal to transformers' forward at short length
@@ -31,6 +37,8 @@ says whether the run ended at its budget (or --max-steps) rather than cut short.
         --minutes 60 --out build/long-warmup
     nice python scripts/train_tiny_glm5_long.py --stage sparse --init build/long-warmup \
         --seq-lens 4096,8192 --minutes 110 --out build/long-sparse
+    nice python scripts/train_tiny_glm5_long.py --stage joint --init build/long-sparse \
+        --seq-lens 32768,16384 --grad-tail 1024 --answer-weight 1 --out build/long-joint
 """
 
 from __future__ import annotations
@@ -86,6 +94,15 @@ def prepare(model, stage: str) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
+def param_groups(model, params: list, lr: float, indexer_lr: float) -> list[dict]:
+    """AdamW groups, each with its `base_lr` (the schedule scales it): the indexers at
+    `indexer_lr`, everything else trained at `lr`."""
+    idx = {id(p) for p in indexer_params(model)}
+    groups = [([p for p in params if id(p) not in idx], lr),
+              ([p for p in params if id(p) in idx], indexer_lr)]  # fmt: skip
+    return [{"params": ps, "lr": base, "base_lr": base} for ps, base in groups if ps]
+
+
 # Longest sequence whose chunks' attention graphs all stay alive (about 0.5 GB per layer at 8k).
 KEEP_CHUNKS_UP_TO = 8192
 
@@ -112,11 +129,11 @@ def lr_scale(step: int, frac: float, schedule: str) -> float:
 
 def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: bool = False,
              first_trained: int = 0) -> LongSettings:  # fmt: skip
-    """Warm-up: dense, KL for every layer attending through an indexer (the shared ones too, as
-    the bundled model's own trainer did). Sparse: top-k, KL from the indexer's own layer only
-    (DeepSeek-V3.2 has no shared layers; it halves the KL's cost). `first_trained`: rows before
-    it run without grad (long_attention.forward's grad_from)."""
-    dense = stage == "warmup"
+    """Warm-up and joint: dense, KL for every layer attending through an indexer (the shared ones
+    too, as the bundled model's own trainer did). Sparse: top-k, KL from the indexer's own layer
+    only (DeepSeek-V3.2 has no shared layers; it halves the KL's cost). `first_trained`: rows
+    before it run without grad (long_attention.forward's grad_from)."""
+    dense = stage in ("warmup", "joint")
     return LongSettings(topk=DENSE if dense else topk, chunk=chunk, indexer_loss=True,
                         shared_kl=dense, checkpoint_chunks=length > KEEP_CHUNKS_UP_TO,
                         checkpoint_layers=checkpoint_layers,
@@ -179,7 +196,7 @@ def save_weights(model, init: Path, out: Path, record: dict) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--stage", choices=("warmup", "sparse"), required=True)
+    ap.add_argument("--stage", choices=("warmup", "sparse", "joint"), required=True)
     ap.add_argument("--init", type=Path, default=None, help="default: the bundled glm5-bf16")
     ap.add_argument("--out", type=Path, required=True, help="weights directory to write")
     ap.add_argument("--seq-lens", default="4096,8192", help="cycled per step")
@@ -187,7 +204,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--save-every", type=float, default=15.0,
                     help="minutes between weight saves to --out (0: only at the end)")  # fmt: skip
     ap.add_argument("--max-steps", type=int, default=None)
-    ap.add_argument("--lr", type=float, default=None, help="default: 1e-3 warmup, 3e-4 sparse")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="default: 1e-3 warmup, 3e-4 sparse and joint")  # fmt: skip
+    ap.add_argument("--indexer-lr", type=float, default=None,
+                    help="the indexers' lr; default: --lr, 1e-3 in joint")  # fmt: skip
     ap.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine",
                     help="after 20 warm-up steps: cosine to 0 at the budget, or held")  # fmt: skip
     ap.add_argument("--topk", type=int, default=2048)
@@ -196,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--checkpoint-layers", action="store_true")
     ap.add_argument("--kl-weight", type=float, default=1.0)
     ap.add_argument("--answer-weight", type=float, default=0.0,
-                    help="weight of the planted value's cross-entropy (sparse stage)")  # fmt: skip
+                    help="weight of the planted value's cross-entropy (sparse, joint)")  # fmt: skip
     ap.add_argument("--answer-kl-weight", type=float, default=0.0,
                     help="extra weight of the value queries' indexer KL (1 + this)")  # fmt: skip
     ap.add_argument("--min-gap", type=int, default=1024,
@@ -232,7 +252,9 @@ def main() -> None:
     yarn_config(model, args.max_positions, args.topk)
     params = prepare(model, args.stage)
     lr = args.lr or (1e-3 if args.stage == "warmup" else 3e-4)
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    indexer_lr = args.indexer_lr or (1e-3 if args.stage == "joint" else lr)
+    opt = torch.optim.AdamW(param_groups(model, params, lr, indexer_lr), betas=(0.9, 0.95),
+                            weight_decay=0.0)  # fmt: skip
     data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed,
                     min_gap=args.min_gap, max_gap=args.max_gap, plants=args.plants)  # fmt: skip
     lens = [int(n) for n in args.seq_lens.split(",")]
@@ -248,7 +270,8 @@ def main() -> None:
 
     def save(weights, final: bool) -> None:
         record = {"stage": args.stage, "steps": step, "seconds": round(time.monotonic() - start),
-                  "final": final, "seq_lens": lens, "lr": lr, "lr_schedule": args.lr_schedule,
+                  "final": final, "seq_lens": lens, "lr": lr, "indexer_lr": indexer_lr,
+                  "lr_schedule": args.lr_schedule,
                   "topk": args.topk,
                   "chunk": args.chunk, "kl_weight": args.kl_weight,
                   "answer_weight": args.answer_weight,
@@ -265,7 +288,7 @@ def main() -> None:
     while time.monotonic() - start < budget and step < (args.max_steps or 1 << 62) and not stop:
         frac = (time.monotonic() - start) / budget
         for group in opt.param_groups:
-            group["lr"] = lr * lr_scale(step, frac, args.lr_schedule)
+            group["lr"] = group["base_lr"] * lr_scale(step, frac, args.lr_schedule)
         sample = data.sample(step, lens[step % len(lens)])
         length = len(sample.ids) - 1
         first = grad_from(length, args.chunk, args.grad_tail, sample.answer)

@@ -350,3 +350,33 @@ def test_lr_schedule_warms_up_then_decays_or_holds():
     assert trainer.lr_scale(100, 1.0, "cosine") == pytest.approx(0.0)
     assert trainer.lr_scale(100, 1.0, "constant") == 1.0  # held to the budget's end
     assert trainer.lr_scale(100, 1.3, "cosine") == pytest.approx(0.0)  # a step past the budget
+
+
+def test_joint_stage_trains_everything_through_dense_attention(model, ids):
+    """--stage joint: dense attention (no key dropped: the logits are the dense forward's, not the
+    top-k one's), the LM loss reaches the main model and the KL the indexers, each in its own
+    AdamW group at its own lr."""
+    import train_tiny_glm5_long as trainer
+
+    st = trainer.settings("joint", TOPK, CHUNK, LENGTH)
+    assert st.topk == la.DENSE and st.shared_kl
+    params = trainer.prepare(model, "joint")
+    assert len(params) == len(list(model.parameters()))
+    groups = trainer.param_groups(model, params, 3e-4, 1e-3)
+    idx = {id(p) for p in trainer.indexer_params(model)}
+    assert [g["base_lr"] for g in groups] == [3e-4, 1e-3]
+    assert {id(p) for p in groups[1]["params"]} == idx
+    assert not idx & {id(p) for p in groups[0]["params"]}
+    opt = torch.optim.SGD(params, lr=0.0)  # the step leaves the weights as they are
+    got = trainer.train_step(model, opt, ids, st, "joint", 1.0)
+    with torch.no_grad():
+        dense, _ = la.forward(model, ids[:-1], st)
+        sparse, _ = la.forward(model, ids[:-1], la.LongSettings(topk=TOPK, chunk=CHUNK))
+    want = float(torch.nn.functional.cross_entropy(dense, ids[1:]))
+    assert abs(got["lm"] - want) < 1e-4 * want, (got, want)
+    assert abs(float(torch.nn.functional.cross_entropy(sparse, ids[1:])) - want) > 1e-3
+    assert got["indexer_kl"] > 0
+    moved = {n.split(".self_attn.")[-1].split(".")[0] for n, p in model.named_parameters()
+             if p.grad is not None and p.grad.abs().sum() > 0}  # fmt: skip
+    assert {"indexer", "kv_b_proj"} <= moved, moved
+    model.zero_grad()

@@ -40,15 +40,17 @@ def plant_selected(selections: list, s, chunk: int) -> float:
 
 
 @torch.no_grad()
-def probe(model, data: LongData, gap: int, samples: int, topk: int, length: int = 0) -> dict:
+def probe(model, data: LongData, gap: int, samples: int, topk: int, length: int = 0,
+          first: int = 0) -> dict:  # fmt: skip
     """Recall through `topk` (DENSE: every causal key), with the planted line's selection, in
-    sequences of `length` tokens (0: the gap + 256, the shortest that holds it)."""
+    sequences of `length` tokens (0: the gap + 256, the shortest that holds it): held-out
+    sequences `first` .. `first + samples - 1` (a second run past the first's adds fresh ones)."""
     length = length or gap + 256
     if length < gap + 256:
         raise ValueError(f"a {length}-token sequence cannot hold a line {gap} tokens back")
     st = LongSettings(topk=topk, checkpoint_chunks=False)
     recalled, right, tokens, nll, selected = 0, 0, 0, 0.0, []
-    for i in range(samples):
+    for i in range(first, first + samples):
         s = data.sample(i, length, gap=gap)
         sels: list = []
         logits, _ = forward(model, s.ids[:-1], st, selections=sels)
@@ -60,7 +62,7 @@ def probe(model, data: LongData, gap: int, samples: int, topk: int, length: int 
         right, tokens = right + int(hit.sum()), tokens + target.numel()
         nll += float(-logp.gather(1, target[:, None]).sum())
     return {"gap": gap, "length": length, "attention": "dense" if topk == DENSE else f"top-{topk}",
-            "samples": samples, "recalled": recalled / samples,
+            "samples": samples, "first": first, "recalled": recalled / samples,
             "token_accuracy": right / tokens, "value_nll": nll / tokens,
             "plant_selected": sum(selected) / samples}  # fmt: skip
 
@@ -71,6 +73,8 @@ def main() -> None:
     ap.add_argument("--gaps", default="1024,4096,16384,30720", help="tokens back, comma-separated")
     ap.add_argument("--length", type=int, default=0,
                     help="tokens a sequence (0: each gap + 256)")  # fmt: skip
+    ap.add_argument("--first", type=int, default=0,
+                    help="the first held-out sequence's index (past a run's: fresh ones)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
         "--dense",
@@ -87,13 +91,14 @@ def main() -> None:
     rows, t0 = [], time.time()
     for gap in (int(g) for g in args.gaps.split(",")):
         for k in (topk, DENSE) if args.dense else (topk,):
-            rows.append(probe(model, data, gap, args.windows, k, args.length))
+            rows.append(probe(model, data, gap, args.windows, k, args.length, args.first))
             r = rows[-1]
             print(f"gap {gap} in {r['length']} {r['attention']}: recalled {r['recalled']:.2f} "
                   f"(tokens {r['token_accuracy']:.2f}, NLL {r['value_nll']:.3f}, "
                   f"planted line selected {r['plant_selected']:.2f}) "
                   f"({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
     config = {"model": args.model, "index_topk": topk, "sequences_per_gap": args.windows,
+              "first_sequence": args.first,
               "split": "long_data held-out, seed 1", "compute": "long_attention.forward, float32",
               "threads": args.threads}  # fmt: skip
     write_record(args.out, "tiny_glm5_retrieval", config, indent=1, gaps=rows,

@@ -74,3 +74,26 @@ def test_length_fixes_the_sequence_and_keeps_the_gap(monkeypatch):
     assert seen == [1536, 1536] and row["length"] == 1536 and row["gap"] == 256
     seen.clear()
     assert probe.probe(None, data, 256, 1, 64)["length"] == 512 and seen == [512]
+
+
+def test_first_probes_fresh_sequences(monkeypatch):
+    """`--first N`: the probe reads held-out sequences N.. on, so a second run adds sequences the
+    first did not see (the pooled figure then rests on more data, none read twice)."""
+    from transformers import AutoTokenizer
+
+    data = LongData(AutoTokenizer.from_pretrained(bundled_model_path("glm5-bf16")), "held", seed=1)
+    seen = []
+
+    def forward(model, ids, st, selections):
+        seen.append(ids.clone())
+        return torch.zeros(ids.numel(), int(ids.max()) + 2), None  # a stand-in model
+
+    monkeypatch.setattr(probe, "forward", forward)
+    assert probe.probe(None, data, 256, 3, 64)["first"] == 0
+    head, seen[:] = list(seen), []
+    row = probe.probe(None, data, 256, 2, 64, first=3)
+    assert row["first"] == 3 and row["samples"] == 2
+    assert not any(torch.equal(a, b) for a in head for b in seen)
+    seen.clear()
+    probe.probe(None, data, 256, 2, 64, first=1)
+    assert torch.equal(seen[0], head[1]) and torch.equal(seen[1], head[2])

@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=0,
                     help="tokens a sequence (0: each gap + 256)")  # fmt: skip
     ap.add_argument("--first", type=int, default=0,
-                    help="the first held-out sequence's index (past a run's: fresh ones)")  # fmt: skip
+                    help="first held-out sequence (past a run's: fresh ones)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
         "--dense",

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,11 @@ class Supervisor:
         self.env = env
         self.restarts = 0
         self.child: subprocess.Popen | None = None
-        self._stopping = False
+        self._stopping: int | None = None  # the signal stop() was given
+        # stop() from another thread waits out a spawn in progress, so the child it signals is
+        # the one run() waits on; reentrant, as stop() also runs in a signal handler in run()'s
+        # own thread (supervise), where run() checks again once the spawn returns.
+        self._lock = threading.RLock()
 
     def _spawn(self) -> subprocess.Popen:
         return subprocess.Popen(
@@ -71,20 +76,28 @@ class Supervisor:
 
     def stop(self, signum: int = signal.SIGTERM) -> None:
         """Ask the running child's process group to exit; run() then returns."""
-        self._stopping = True
-        if self.child is not None and self.child.poll() is None:
+        with self._lock:
+            self._stopping = signum
+            child = self.child
+        if child is not None and child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.child.pid, signum)
+                os.killpg(child.pid, signum)
 
     def run(self) -> int:
         """Run until a clean exit, a stop(), or max_restarts; returns the last exit code."""
         backoff = self.policy.backoff_s
         while True:
             started = time.monotonic()
-            self.child = self._spawn()
+            with self._lock:
+                if self._stopping is not None:  # stopped before this child started
+                    return -self._stopping
+                self.child = self._spawn()
+            if self._stopping is not None:  # stopped by a signal handler during the spawn
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.child.pid, self._stopping)
             rc = self.child.wait()
             _kill_group(self.child.pid)  # the scheduler/detokenizer may outlive the main process
-            if self._stopping or rc == 0:
+            if self._stopping is not None or rc == 0:
                 return rc
             if time.monotonic() - started >= self.policy.stable_s:
                 backoff = self.policy.backoff_s
@@ -97,9 +110,9 @@ class Supervisor:
                 f"restart {self.restarts} in {backoff:.1f} s"
             )
             deadline = time.monotonic() + backoff
-            while time.monotonic() < deadline and not self._stopping:
+            while time.monotonic() < deadline and self._stopping is None:
                 time.sleep(min(0.1, backoff))
-            if self._stopping:
+            if self._stopping is not None:
                 return rc
             backoff = min(backoff * 2, self.policy.max_backoff_s)
 

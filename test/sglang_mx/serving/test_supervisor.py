@@ -92,6 +92,36 @@ def test_stop_ends_a_running_child_without_restart(tmp_path):
     assert len(_runs(tmp_path)) == 1
 
 
+class _StopDuringSpawn(Supervisor):
+    """stop() called from another thread while run() is still starting the child: the likely
+    cause of a CI failure (2026-12-07) where stop() ran before run() had recorded its new child,
+    signalled nothing, and run() waited on a child sleeping 120 s."""
+
+    def _spawn(self):
+        child = super()._spawn()
+        stopper = threading.Thread(target=self.stop)
+        stopper.start()
+        stopper.join(timeout=0.5)  # finished at once, or waiting for the spawn to end
+        return child
+
+
+def test_stop_during_a_spawn_reaches_the_new_child(tmp_path):
+    sup = _StopDuringSpawn(_child(tmp_path, "time.sleep(120)"), FAST, log=lambda m: None)
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(sup.run()))
+    thread.start()
+    thread.join(timeout=30)
+    assert done and done[0] != 0 and sup.restarts == 0
+    assert sup.child.poll() is not None
+
+
+def test_stop_before_run_starts_nothing(tmp_path):
+    sup = Supervisor(_child(tmp_path, "time.sleep(120)"), FAST, log=lambda m: None)
+    sup.stop()
+    assert sup.run() == -15 and sup.child is None
+    assert not (tmp_path / "runs.txt").exists()
+
+
 def test_describe_exit():
     assert describe_exit(3) == "exit code 3"
     assert describe_exit(-9) == "signal SIGKILL"

@@ -44,14 +44,25 @@ def spread(case: dict) -> dict:
     }
 
 
+def seed_range(text: str) -> tuple[int, int]:
+    """'start:stop' -> (start, stop), or a message argparse prints."""
+    try:
+        lo, hi = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: want start:stop, e.g. 0:60") from None
+    if not 0 <= lo < hi:
+        raise argparse.ArgumentTypeError(f"{text!r}: want 0 <= start < stop")
+    return lo, hi
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="0:30", help="start:stop of the prompt seeds")
+    ap.add_argument("--seeds", type=seed_range, default="0:60", help="start:stop of the seeds")
     ap.add_argument("--out", required=True)
     ap.add_argument("--unchunked", action="store_true",
                     help="without the test's 256-token prefill chunks (its CHUNK)")  # fmt: skip
     args = ap.parse_args()
-    lo, hi = (int(x) for x in args.seeds.split(":"))
+    lo, hi = args.seeds
 
     from sglang_mx_lab.testing.server import default_serve_args, start_servers
 

@@ -226,7 +226,10 @@ def main() -> None:
     bf16.save_pretrained(args.out, safe_serialization=True)
     cfg = json.loads((base / "config.json").read_text())  # same keys, same order as shipped
     (args.out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-    shutil.copy2(base / "generation_config.json", args.out / "generation_config.json")
+    generation = base / "generation_config.json"  # a long-context base may not carry one
+    if not generation.exists():
+        generation = Path(bundled_model_path("glm5-bf16")) / "generation_config.json"
+    shutil.copy2(generation, args.out / "generation_config.json")
     if (base / "training.json").exists():
         shutil.copy2(base / "training.json", args.out / "training.json")
     meta = {

@@ -25,7 +25,9 @@ in a sequence). `--pose-target` trains far distances from short sequences by one
 each (PoSE); tried once with 4 plants (sitting H, docs/tiny-model.md), it cost the indexers their
 reach at 16k, so keep real long steps in the mix. `--grad-tail N` trains only a sequence's last
 N tokens (and its answer rows), reading the rest without grad: a 32k step then costs a no-grad
-forward and a short backward. RoPE: `long_rope`, read
+forward and a short backward. `--teacher DIR` adds KL(teacher || model) on sequences of at most
+512 tokens (the teacher's trained positions): the original model's short-context distribution
+restored while the positions grow (sitting O). RoPE: `long_rope`, read
 from SGLang 0.5.23's source. The output directory gets the bf16 weights, config.json (the
 --init config with the YaRN rope_parameters, max_position_embeddings and index_topk set), the
 tokenizer and a small record `long-training.json`; no optimizer state is ever written. Weights
@@ -143,13 +145,15 @@ def settings(stage: str, topk: int, chunk: int, length: int, checkpoint_layers: 
 def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
                kl_weight: float = 1.0, answer: torch.Tensor | None = None,
                answer_weight: float = 0.0, answer_kl_weight: float = 0.0,
-               positions: torch.Tensor | None = None) -> dict:  # fmt: skip
+               positions: torch.Tensor | None = None, teacher_logits: torch.Tensor | None = None,
+               teacher_weight: float = 0.0) -> dict:  # fmt: skip
     """One forward + backward + optimizer step on ids [L + 1]; the losses. `answer` [L] marks the
     planted value's tokens (long_data.Sample.answer): their mean cross-entropy is added with
     `answer_weight` (a handful of tokens in 4k-32k otherwise weigh nothing in the LM loss); their
     queries' indexer KL counts 1 + `answer_kl_weight` times (the indexer's one lesson in reaching
     the planted line, among thousands of queries that look near). `positions` [L]: RoPE
-    positions with a skip (long_data.pose_positions); default 0..L-1."""
+    positions with a skip (long_data.pose_positions); default 0..L-1. `teacher_logits` [L, V]:
+    the short-context teacher's (see `teacher_kl`), added with `teacher_weight`."""
     qw = None
     if answer_kl_weight and answer is not None and bool(answer.any()):
         qw = 1.0 + answer_kl_weight * answer.float()
@@ -166,6 +170,10 @@ def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
             recall = torch.nn.functional.cross_entropy(logits[answer], ids[1:][answer])
             loss = loss + answer_weight * recall
             out["answer"] = recall.item()
+        if teacher_weight and teacher_logits is not None:
+            distill = teacher_kl(teacher_logits[tail], logits[tail])
+            loss = loss + teacher_weight * distill
+            out["teacher_kl"] = distill.item()
     opt.zero_grad(set_to_none=True)
     loss.backward()
     idx = {id(p) for p in indexer_params(model)}
@@ -174,6 +182,16 @@ def train_step(model, opt, ids: torch.Tensor, st: LongSettings, stage: str,
         torch.nn.utils.clip_grad_norm_(main, 1.0)
     opt.step()
     return {"lm": lm.item(), "indexer_kl": kl.item(), **out}
+
+
+def teacher_kl(teacher: torch.Tensor, student: torch.Tensor) -> torch.Tensor:
+    """Mean over rows of KL(softmax(teacher) || softmax(student)), both [N, V] logits: the
+    original short-context model's next-token distribution restored on short text while the
+    positions grow (LongReD's restoration distillation, Dong et al. 2025, on the output
+    distribution only)."""
+    t = torch.log_softmax(teacher.float(), dim=-1)
+    s = torch.log_softmax(student.float(), dim=-1)
+    return (t.exp() * (t - s)).sum(-1).mean()
 
 
 def save_weights(model, init: Path, out: Path, record: dict) -> None:
@@ -234,6 +252,14 @@ def parser() -> argparse.ArgumentParser:
         help="train only the last this many tokens (and every answer row), reading "
         "the rest without grad: a long step at a fraction of the cost; 0: all",
     )
+    ap.add_argument(
+        "--teacher",
+        type=Path,
+        default=None,
+        help="short-context teacher (the bundled glm5-bf16 before the extension): KL to its "
+        "next-token distribution on sequences within its 512 trained positions",
+    )
+    ap.add_argument("--teacher-weight", type=float, default=1.0, help="weight of that KL")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     return ap
@@ -258,6 +284,7 @@ def main() -> None:
     data = LongData(AutoTokenizer.from_pretrained(str(init)), "train", seed=args.seed,
                     min_gap=args.min_gap, max_gap=args.max_gap, plants=args.plants)  # fmt: skip
     lens = [int(n) for n in args.seq_lens.split(",")]
+    teacher = load_eager(str(args.teacher)).requires_grad_(False) if args.teacher else None
     pose_rng = random.Random(args.seed)
     budget, start, step = args.minutes * 60.0, time.monotonic(), 0
     stop = []  # SIGTERM or SIGINT: finish the step, save, exit
@@ -278,6 +305,8 @@ def main() -> None:
                   "answer_kl_weight": args.answer_kl_weight,
                   "gaps": [args.min_gap, args.max_gap], "plants": args.plants,
                   "pose_target": args.pose_target, "grad_tail": args.grad_tail,
+                  "teacher": str(args.teacher) if teacher else None,
+                  "teacher_weight": args.teacher_weight if teacher else 0.0,
                   "rope_parameters": model.config.rope_parameters,
                   "init": str(init), "torch": torch.__version__,
                   "date": time.strftime("%Y-%m-%d")}  # fmt: skip
@@ -296,9 +325,13 @@ def main() -> None:
         positions = None
         if args.pose_target:
             positions = pose_positions(sample, args.pose_target, pose_rng)
+        taught = None
+        if teacher is not None and positions is None and length <= ORIGINAL_POSITIONS:
+            with torch.no_grad():  # within the teacher's trained positions only
+                taught = teacher(input_ids=sample.ids[None, :-1]).logits[0]
         losses = train_step(model, opt, sample.ids, st, args.stage, args.kl_weight,
                             sample.answer, args.answer_weight, args.answer_kl_weight,
-                            positions)  # fmt: skip
+                            positions, taught, args.teacher_weight)  # fmt: skip
         step += 1
         span = "" if positions is None else f" positions {int(positions[-1]) + 1}"
         print(f"step {step} len {len(sample.ids) - 1}{span} {losses} "

@@ -380,3 +380,28 @@ def test_joint_stage_trains_everything_through_dense_attention(model, ids):
              if p.grad is not None and p.grad.abs().sum() > 0}  # fmt: skip
     assert {"indexer", "kv_b_proj"} <= moved, moved
     model.zero_grad()
+
+
+def test_teacher_kl_is_the_teachers_kl_and_only_when_asked(model, ids):
+    """--teacher: KL(teacher || model) on the next-token distribution, row mean, as torch's own
+    kl_div computes it; zero for a teacher that is the model; added to the loss only when asked."""
+    import train_tiny_glm5_long as trainer
+
+    st = la.LongSettings(topk=TOPK, chunk=CHUNK, indexer_loss=True)
+    with torch.no_grad():
+        logits, _ = la.forward(model, ids[:-1], st)
+    other = logits.flip(0)  # another distribution on every row
+    want = torch.nn.functional.kl_div(torch.log_softmax(logits, -1), torch.log_softmax(other, -1),
+                                      log_target=True, reduction="batchmean")  # fmt: skip
+    assert abs(float(trainer.teacher_kl(other, logits)) - float(want)) < 1e-4 * float(want)
+    assert float(trainer.teacher_kl(logits, logits)) < 1e-6 < float(want)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the step leaves the weights as they are
+    got = trainer.train_step(model, opt, ids, st, "sparse", 1.0, teacher_logits=other,
+                             teacher_weight=0.5)  # fmt: skip
+    assert abs(got["teacher_kl"] - float(want)) < 1e-3 * float(want), (got, want)
+    taught = model.lm_head.weight.grad.clone()
+    assert "teacher_kl" not in trainer.train_step(model, opt, ids, st, "sparse", 1.0,
+                                                  teacher_logits=other)  # fmt: skip
+    # the KL reaches the gradient only when weighted in
+    assert (taught - model.lm_head.weight.grad).abs().max() > 1e-6
+    model.zero_grad()
